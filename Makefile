@@ -1,0 +1,21 @@
+GO ?= go
+
+.PHONY: test demo bench vet fmt fuzz
+
+## test: vet, then every test with the race detector (needs nothing installed;
+## integration tests that need nginx/squid run when .ci/run has installed them)
+test: vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## demo: the quickstart example against embedded local servers
+demo:
+	$(GO) run ./examples/quickstart
+
+## bench: Go micro-benchmarks (connactor vs net/http in the same run)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

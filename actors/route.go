@@ -1,0 +1,460 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
+)
+
+// ErrRouteClosed answers leases on a route that is shutting down with its client.
+var ErrRouteClosed = errors.New("actors: route closed")
+
+// RouteConfig is shared, read-only, by every route actor of a client.
+type RouteConfig struct {
+	MaxConnsPerRoute int
+	MaxIdleTime      time.Duration
+	MaxLifetime      time.Duration
+	Conn             *conn.Options
+	Life             context.Context // ends when the client closes; bounds dials
+	Logger           *slog.Logger
+	Now              func() time.Time // the clock (tests may fake it)
+	// Sup is the supervisor's published state; routes read PermitWaiters to give
+	// up a freed connection when another route waits for room.
+	Sup *SupervisorPublished
+}
+
+// RoutePublished holds counters a route actor publishes for readers outside it
+// (the supervisor's LRU choice, gauges, the front door). Only the route writes them.
+type RoutePublished struct {
+	Idle         atomic.Int32
+	Leased       atomic.Int32
+	Open         atomic.Int32
+	Pending      atomic.Int32
+	LRUIdleSince atomic.Int64 // unix nanos of the oldest idle connection; 0 = none
+	Stopped      atomic.Bool
+}
+
+type connPhase uint8
+
+const (
+	phaseDialing connPhase = iota
+	phaseIdle
+	phaseLeased
+)
+
+// connState is the route's record of one connection actor.
+type connState struct {
+	id        uint64
+	pid       *actor.PID
+	abort     func()
+	phase     connPhase
+	created   time.Time
+	idleSince time.Time
+	idleUntil time.Time // server's Keep-Alive cap; zero = none
+	served    int
+	idleIdx   int // position in route.idle while idle
+}
+
+// Route is a route actor: it owns the connections of one route, their idle list
+// (least recently used first) and the FIFO of waiting callers, and enforces
+// MaxConnsPerRoute. It never blocks: dials and I/O happen in connection actors.
+type Route struct {
+	key  route.Key
+	name string
+	cfg  *RouteConfig
+	sup  *actor.PID
+	pub  *RoutePublished
+
+	self *actor.PID
+
+	conns   map[uint64]*connState
+	byPID   map[string]*connState
+	idle    []*connState // LRU first, MRU last
+	waiters WaitQueue[*LeaseRequest]
+	queued  map[uint64]time.Time // waiter id -> arrival (for Waited)
+
+	dialing, permitsPending int
+	nextID                  uint64
+	closed                  bool
+	freshWaiters            int
+
+	opened, closedN, leases, reuses uint64
+	closedBy                        map[string]uint64
+}
+
+// NewRoute returns the producer of the route actor for k, reporting to sup.
+func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
+	return func() actor.Actor {
+		return &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
+			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
+			queued: map[uint64]time.Time{}, closedBy: map[string]uint64{}}
+	}
+}
+
+// Receive handles the route actor's messages.
+func (r *Route) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *LeaseRequest:
+		r.onLease(ctx, m)
+	case *LeaseCancel:
+		r.onLeaseCancel(m)
+	case *Release:
+		r.onRelease(ctx, m)
+	case *PermitGranted:
+		r.onPermitGranted(ctx)
+	case *conn.Dialed:
+		r.onDialed(ctx, m)
+	case *conn.IdleBroken:
+		r.onIdleBroken(ctx, m)
+	case *EvictIdleRequest:
+		r.onEvictIdle(ctx)
+	case *ExpireIdle:
+		r.onExpire(ctx, m.Now)
+	case *RouteStatsRequest:
+		m.Reply <- r.stats()
+	case *actor.Started:
+		r.self = ctx.Self()
+	case *actor.Stopping:
+		r.onStopping(ctx)
+	case *actor.Terminated:
+		r.onTerminated(ctx, m)
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		r.cfg.Logger.Warn("route: unknown message", "route", r.name, "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
+	if r.closed {
+		m.Reply <- LeaseResponse{Err: ErrRouteClosed}
+		return
+	}
+	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
+		if cs := r.popIdle(ctx); cs != nil {
+			r.grant(m, cs, 0)
+			r.publish()
+			return
+		}
+	}
+	r.waiters.Push(m.ID, m)
+	r.queued[m.ID] = r.cfg.Now()
+	if m.Fresh {
+		r.freshWaiters++
+	}
+	r.wantConns(ctx)
+	r.publish()
+}
+
+func (r *Route) onLeaseCancel(m *LeaseCancel) {
+	w, ok := r.waiters.Remove(m.ID)
+	if !ok {
+		return // already granted: the caller releases the lease
+	}
+	r.dequeued(w)
+	w.Reply <- LeaseResponse{Err: m.Err}
+	r.publish()
+}
+
+func (r *Route) dequeued(w *LeaseRequest) time.Duration {
+	if w.Fresh {
+		r.freshWaiters--
+	}
+	at := r.queued[w.ID]
+	delete(r.queued, w.ID)
+	return r.cfg.Now().Sub(at)
+}
+
+func (r *Route) onRelease(ctx actor.Context, m *Release) {
+	cs := r.conns[m.ConnID]
+	if cs == nil || cs.phase != phaseLeased {
+		return // closed meanwhile (eviction, client close)
+	}
+	cs.served++
+	now := r.cfg.Now()
+	switch {
+	case !m.Reusable:
+		r.closeConn(ctx, cs, ReasonNotReusable)
+	case r.closed:
+		r.closeConn(ctx, cs, ReasonClientClosed)
+	case r.cfg.MaxLifetime > 0 && now.Sub(cs.created) >= r.cfg.MaxLifetime:
+		r.closeConn(ctx, cs, ReasonLifetime)
+	default:
+		cs.idleUntil = time.Time{}
+		if m.Idle > 0 {
+			cs.idleUntil = now.Add(m.Idle)
+		}
+		r.available(ctx, cs, now)
+	}
+	r.wantConns(ctx)
+	r.publish()
+}
+
+// available hands a connection that just became free (released or dialed) to the
+// oldest waiter that can take it, or makes it idle. When other routes are waiting
+// for room under MaxConnsTotal and no waiter here needs it, the connection is
+// closed at once: it would be the least recently used idle connection anyway.
+func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
+	fresh := cs.served == 0
+	if _, chosen, ok := r.waiters.Find(func(w *LeaseRequest) bool { return fresh || !w.Fresh }); ok {
+		r.waiters.Remove(chosen.ID)
+		waited := r.dequeued(chosen)
+		r.grant(chosen, cs, waited)
+		return
+	}
+	if r.supWantsRoom() {
+		r.closeConn(ctx, cs, ReasonEvicted)
+		return
+	}
+	cs.phase = phaseIdle
+	cs.idleSince = now
+	cs.idleIdx = len(r.idle)
+	r.idle = append(r.idle, cs)
+	ctx.Send(cs.pid, &conn.WatchIdle{})
+}
+
+func (r *Route) grant(w *LeaseRequest, cs *connState, waited time.Duration) {
+	var idleFor time.Duration
+	if !cs.idleSince.IsZero() {
+		idleFor = r.cfg.Now().Sub(cs.idleSince)
+	}
+	cs.phase = phaseLeased
+	cs.idleSince = time.Time{}
+	r.leases++
+	if cs.served > 0 {
+		r.reuses++
+	}
+	w.Reply <- LeaseResponse{Lease: Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor, Waited: waited}}
+}
+
+// popIdle takes the most recently used idle connection that is still good,
+// closing the expired ones it meets.
+func (r *Route) popIdle(ctx actor.Context) *connState {
+	now := r.cfg.Now()
+	for len(r.idle) > 0 {
+		cs := r.idle[len(r.idle)-1]
+		r.removeIdle(cs)
+		if reason, dead := r.expired(cs, now); dead {
+			r.closeConn(ctx, cs, reason)
+			continue
+		}
+		return cs
+	}
+	return nil
+}
+
+func (r *Route) removeIdle(cs *connState) {
+	i := cs.idleIdx
+	copy(r.idle[i:], r.idle[i+1:])
+	r.idle[len(r.idle)-1] = nil
+	r.idle = r.idle[:len(r.idle)-1]
+	for j := i; j < len(r.idle); j++ {
+		r.idle[j].idleIdx = j
+	}
+	cs.idleIdx = -1
+}
+
+func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
+	switch {
+	case r.cfg.MaxLifetime > 0 && now.Sub(cs.created) >= r.cfg.MaxLifetime:
+		return ReasonLifetime, true
+	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
+		return ReasonKeepAlive, true
+	case r.cfg.MaxIdleTime > 0 && now.Sub(cs.idleSince) >= r.cfg.MaxIdleTime:
+		return ReasonIdleExpired, true
+	}
+	return "", false
+}
+
+// wantConns asks the supervisor for permits while waiters outnumber the
+// connections being dialed, within MaxConnsPerRoute. Fresh waiters that find the
+// route full of idle, re-used connections make room by closing the oldest one.
+func (r *Route) wantConns(ctx actor.Context) {
+	if r.closed {
+		return
+	}
+	for {
+		need := r.waiters.Len() - r.dialing - r.permitsPending
+		if need <= 0 {
+			return
+		}
+		if len(r.conns)+r.permitsPending >= r.cfg.MaxConnsPerRoute {
+			if r.freshWaiters > 0 && len(r.idle) > 0 {
+				r.closeConn(ctx, r.idle[0], ReasonEvicted)
+				continue
+			}
+			return
+		}
+		r.permitsPending++
+		ctx.Send(r.sup, &PermitRequest{From: r.self})
+	}
+}
+
+func (r *Route) onPermitGranted(ctx actor.Context) {
+	r.permitsPending--
+	if r.closed || r.waiters.Len() <= r.dialing || len(r.conns) >= r.cfg.MaxConnsPerRoute {
+		ctx.Send(r.sup, &PermitReturned{From: r.self})
+		return
+	}
+	r.nextID++
+	id := r.nextID
+	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.cfg.Life))
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1}
+	r.conns[id] = cs
+	r.byPID[pid.Id] = cs
+	r.dialing++
+	r.publish()
+}
+
+func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
+	cs := r.conns[m.ID]
+	if cs == nil || cs.phase != phaseDialing {
+		return
+	}
+	r.dialing--
+	if m.Err != nil {
+		r.closeConn(ctx, cs, ReasonDialFailed)
+		// The oldest waiter learns why; the others get dials of their own.
+		if _, w, ok := r.waiters.Pop(); ok {
+			r.dequeued(w)
+			w.Reply <- LeaseResponse{Err: m.Err}
+		}
+		r.wantConns(ctx)
+		r.publish()
+		return
+	}
+	cs.abort = m.Abort
+	r.opened++
+	r.available(ctx, cs, r.cfg.Now())
+	r.wantConns(ctx)
+	r.publish()
+}
+
+func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
+	cs := r.conns[m.ID]
+	if cs == nil || cs.phase != phaseIdle {
+		return // leased meanwhile: the exchange finds out and fails as stale
+	}
+	r.closeConn(ctx, cs, ReasonServerClosed)
+	r.wantConns(ctx)
+	r.publish()
+}
+
+func (r *Route) onEvictIdle(ctx actor.Context) {
+	evicted := false
+	if len(r.idle) > 0 {
+		r.closeConn(ctx, r.idle[0], ReasonEvicted)
+		evicted = true
+	}
+	ctx.Send(r.sup, &EvictIdleResponse{From: r.self, Evicted: evicted})
+	r.publish()
+}
+
+func (r *Route) onExpire(ctx actor.Context, now time.Time) {
+	for i := 0; i < len(r.idle); {
+		cs := r.idle[i]
+		if reason, dead := r.expired(cs, now); dead {
+			r.closeConn(ctx, cs, reason)
+			continue
+		}
+		i++
+	}
+	r.wantConns(ctx)
+	r.publish()
+}
+
+// closeConn closes a connection's socket now (Abort is a non-blocking close),
+// stops its actor and tells the supervisor the place is free.
+func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) {
+	if cs.idleIdx >= 0 {
+		r.removeIdle(cs)
+	}
+	if cs.phase == phaseDialing {
+		r.dialing--
+		if r.dialing < 0 {
+			panic("actors: internal error: negative dial count")
+		}
+	}
+	if cs.abort != nil {
+		cs.abort()
+	}
+	if !r.closed {
+		ctx.Stop(cs.pid) // when the route stops, protoactor stops its children itself
+	}
+	delete(r.conns, cs.id)
+	delete(r.byPID, cs.pid.Id)
+	if reason != ReasonDialFailed {
+		r.closedN++
+	}
+	r.closedBy[string(reason)]++
+	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
+}
+
+// onTerminated handles a connection actor that stopped on its own (a panic).
+func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	cs := r.byPID[m.Who.Id]
+	if cs == nil {
+		return
+	}
+	r.closeConn(ctx, cs, ReasonError)
+	r.wantConns(ctx)
+	r.publish()
+}
+
+// onStopping runs when the client closes (or the supervisor stops this route):
+// every waiter is answered, every socket closed and reported.
+func (r *Route) onStopping(ctx actor.Context) {
+	r.closed = true
+	r.pub.Stopped.Store(true)
+	for {
+		_, w, ok := r.waiters.Pop()
+		if !ok {
+			break
+		}
+		r.dequeued(w)
+		w.Reply <- LeaseResponse{Err: ErrRouteClosed}
+	}
+	for _, cs := range r.conns {
+		r.closeConn(ctx, cs, ReasonClientClosed)
+	}
+	// Permits granted after this point are dead letters: the supervisor reclaims
+	// whatever this route still held when it sees the route terminate.
+	r.publish()
+}
+
+func (r *Route) supWantsRoom() bool {
+	return r.cfg.Sup != nil && r.cfg.Sup.PermitWaiters.Load() > 0
+}
+
+func (r *Route) publish() {
+	p := r.pub
+	p.Idle.Store(int32(len(r.idle)))
+	p.Open.Store(int32(len(r.conns)))
+	p.Pending.Store(int32(r.waiters.Len()))
+	p.Leased.Store(int32(len(r.conns) - len(r.idle) - r.dialing))
+	if len(r.idle) > 0 {
+		p.LRUIdleSince.Store(r.idle[0].idleSince.UnixNano())
+	} else {
+		p.LRUIdleSince.Store(0)
+	}
+}
+
+func (r *Route) stats() RouteStats {
+	by := make(map[string]uint64, len(r.closedBy))
+	for k, v := range r.closedBy {
+		by[k] = v
+	}
+	return RouteStats{
+		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
+		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
+		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
+		Leases: r.leases, Reuses: r.reuses, ClosedBy: by,
+	}
+}

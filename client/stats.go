@@ -1,0 +1,42 @@
+package client
+
+import "github.com/connactor/connactor/actors"
+
+// Stats is a snapshot of the client's pool.
+type Stats struct {
+	Open, Leased, Idle, Pending int // totals across routes
+	Routes                      []RouteStats
+
+	MaxConnsTotal    int
+	InFlight         int    // admitted requests (MaxConcurrentRequests counts these)
+	PendingAdmission int    // requests waiting for admission
+	PendingPermits   int    // routes' requests for room under MaxConnsTotal
+	Evictions        uint64 // LRU evictions of idle connections for another route
+	Expired          uint64 // idle connections closed by idle, keep-alive or lifetime expiry
+}
+
+// RouteStats is one route's snapshot.
+type RouteStats struct {
+	Route                       string // e.g. "http://127.0.0.1:8080"; names proxy and identity when set
+	Open, Leased, Idle, Pending int
+	Max                         int
+
+	Dialing        int               // connections being dialed (counted in Open)
+	Opened, Closed uint64            // connections opened and closed since the route started
+	Leases, Reuses uint64            // leases granted, and of those on a re-used connection
+	ClosedBy       map[string]uint64 // closed connections by reason (idle_expiry, lru_eviction, ...)
+}
+
+// ReuseRatio is the share of leases served by a re-used connection.
+func (r RouteStats) ReuseRatio() float64 {
+	if r.Leases == 0 {
+		return 0
+	}
+	return float64(r.Reuses) / float64(r.Leases)
+}
+
+func routeStats(r actors.RouteStats) RouteStats {
+	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
+		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
+		Reuses: r.Reuses, ClosedBy: r.ClosedBy}
+}

@@ -1,0 +1,213 @@
+// Package conn implements connection actors: one actor per socket. A connection
+// actor dials (TCP, proxy tunnel, TLS), watches its socket while idle, writes
+// requests and reads response heads with net/http's own machinery
+// (http.Request.Write, http.ReadResponse), and hands the response back with a body
+// that streams from the socket. It knows nothing of pool limits: its parent, a
+// route actor, decides when it is leased, re-used or closed.
+//
+// Connection actors run on protoactor's synchronized dispatcher: a message is
+// processed on the sender's goroutine. The lease holder's ExchangeRequest is
+// therefore served without a goroutine switch, while the route actor only ever
+// sends non-blocking messages (WatchIdle, Stop). Between an ExchangeResponse and
+// the Done callback the socket's reader is lent to the response body, which the
+// caller reads on its own goroutine; that is the one place state leaves Receive.
+package conn
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/route"
+)
+
+// Options configure every connection of a client. They are read-only once the
+// first connection actor is spawned.
+type Options struct {
+	DialTimeout            time.Duration // bound on TCP connect plus tunnel and TLS
+	TLSConfig              *tls.Config   // base TLS configuration (nil = system roots)
+	TLSHandshakeTimeout    time.Duration // 0 = bounded by DialTimeout only
+	ResponseHeaderTimeout  time.Duration // 0 = none
+	MaxResponseHeaderBytes int64         // > 0
+
+	// DialContext dials TCP; nil uses a net.Dialer. Tests use it to count dials.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Go starts a goroutine owned by the client (dials and idle watchers), which
+	// waits for them on Close. It must not be nil.
+	Go     func(func())
+	Logger *slog.Logger
+}
+
+// syncDispatcher runs a connection actor's messages on the sender's goroutine.
+var syncDispatcher = actor.NewSynchronizedDispatcher(32)
+
+// Props returns the props of the connection actor numbered id (unique within its
+// route) for route key k. life bounds the dial: it ends when the client closes.
+// The actor must be spawned as a child of the route actor: it reports to its parent.
+func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &Actor{id: id, key: k, opt: opt, life: life}
+	}, actor.WithDispatcher(syncDispatcher))
+}
+
+// Actor is a connection actor. All fields are touched only inside Receive, except
+// dialed and stopped (a hand-off with the dial goroutine) and the socket reader
+// lent to a response body (see the package comment).
+type Actor struct {
+	id   uint64
+	key  route.Key
+	opt  *Options
+	life context.Context
+
+	sys    *actor.ActorSystem
+	self   *actor.PID
+	parent *actor.PID
+
+	nc net.Conn
+	rd *countingReader // under br: counts response bytes, bounds the header size
+	wr *countingWriter // under bw: counts request bytes written
+	br *bufio.Reader
+	bw *bufio.Writer
+
+	served int // exchanges started on this connection
+
+	cancelDial context.CancelFunc
+	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
+	stopped    atomic.Bool
+
+	watching  bool
+	watchDone chan struct{}
+	watchErr  error // written by the watcher before closing watchDone
+	broken    bool  // the socket is unusable; the route will close it
+}
+
+// Receive handles the connection actor's messages.
+func (c *Actor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.onStarted(ctx)
+	case *dialResult:
+		c.onDialResult(m)
+	case *ExchangeRequest:
+		c.onExchange(m)
+	case *WatchIdle:
+		c.onWatchIdle()
+	case *actor.Stopping:
+		c.onStopping()
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		c.opt.Logger.Warn("conn: unknown message", "type", fmt.Sprintf("%T", m))
+	}
+}
+
+func (c *Actor) onStarted(ctx actor.Context) {
+	c.sys, c.self, c.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
+	dctx, cancel := context.WithTimeout(c.life, c.opt.DialTimeout)
+	c.cancelDial = cancel
+	sys, self, k, opt := c.sys, c.self, c.key, c.opt
+	opt.Go(func() { // owned by the client's WaitGroup; bounded by DialTimeout and Close
+		defer cancel()
+		start := time.Now()
+		nc, err := dial(dctx, k, opt)
+		if err == nil {
+			c.dialed.Store(&nc)
+			if c.stopped.Load() {
+				if c.dialed.CompareAndSwap(&nc, nil) {
+					nc.Close()
+				}
+				return
+			}
+		}
+		sys.Root.Send(self, &dialResult{err: err, took: time.Since(start)})
+	})
+}
+
+func (c *Actor) onDialResult(m *dialResult) {
+	if m.err != nil {
+		c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Err: m.err, Took: m.took})
+		return
+	}
+	p := c.dialed.Swap(nil)
+	if p == nil {
+		return // stopped meanwhile; onStopping closed it
+	}
+	c.nc = *p
+	c.rd = &countingReader{r: c.nc, limit: -1}
+	c.wr = &countingWriter{w: c.nc}
+	c.br = bufio.NewReaderSize(c.rd, 4096)
+	c.bw = bufio.NewWriterSize(c.wr, 4096)
+	nc := c.nc
+	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { nc.Close() }, Took: m.took})
+}
+
+// onWatchIdle starts the idle watch: a goroutine blocked in a one-byte peek. A
+// server's close (EOF) or unsolicited bytes wake it, and it tells the route, so
+// a dead connection leaves the idle list before anyone leases it. The exchange
+// that leases the connection stops the watch with a past read deadline.
+func (c *Actor) onWatchIdle() {
+	if c.watching || c.nc == nil || c.broken {
+		return
+	}
+	c.watching = true
+	done := make(chan struct{})
+	c.watchDone = done
+	br, nc, sys, parent, id := c.br, c.nc, c.sys, c.parent, c.id
+	c.opt.Go(func() { // owned by the client's WaitGroup; ends when the socket closes or a lease interrupts it
+		_, err := br.Peek(1)
+		interrupted := isTimeout(err)
+		if err == nil {
+			err = errors.New("server sent unsolicited bytes on an idle connection")
+		}
+		c.watchErr = err
+		close(done)
+		if !interrupted {
+			_ = nc // the route closes it
+			sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
+		}
+	})
+}
+
+// stopWatch ends the idle watch before an exchange; it returns the error that
+// makes the connection unusable, if the watcher saw one.
+func (c *Actor) stopWatch() error {
+	if !c.watching {
+		return nil
+	}
+	c.watching = false
+	c.nc.SetReadDeadline(aLongTimeAgo)
+	<-c.watchDone
+	c.nc.SetReadDeadline(time.Time{})
+	if err := c.watchErr; !isTimeout(err) {
+		c.broken = true
+		return err
+	}
+	return nil
+}
+
+func (c *Actor) onStopping() {
+	c.stopped.Store(true)
+	if c.cancelDial != nil {
+		c.cancelDial()
+	}
+	if p := c.dialed.Swap(nil); p != nil {
+		(*p).Close()
+	}
+	if c.nc != nil {
+		c.nc.Close()
+	}
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

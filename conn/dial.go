@@ -1,0 +1,88 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http/httptrace"
+
+	"github.com/connactor/connactor/route"
+)
+
+// dial opens the socket of route k: TCP to the target, then TLS for https.
+// It is bounded by ctx (DialTimeout and the client's lifetime).
+func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
+	if k.Proxy != "" {
+		return nil, fmt.Errorf("conn: proxy %s: proxies are not supported yet", k.Proxy)
+	}
+	nc, err := dialTCP(ctx, k.Addr(), opt)
+	if err != nil {
+		return nil, err
+	}
+	if k.Scheme == "https" {
+		tc, err := handshake(ctx, nc, k.Host, opt)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+	return nc, nil
+}
+
+func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
+	trace := httptrace.ContextClientTrace(ctx)
+	if trace != nil && trace.ConnectStart != nil {
+		trace.ConnectStart("tcp", addr)
+	}
+	var nc net.Conn
+	var err error
+	if opt.DialContext != nil {
+		nc, err = opt.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
+	if trace != nil && trace.ConnectDone != nil {
+		trace.ConnectDone("tcp", addr, err)
+	}
+	return nc, err
+}
+
+// handshake runs the TLS client handshake over nc for serverName, advertising
+// http/1.1 by ALPN. The configuration is the client's (cloned, with ServerName set
+// when empty); its ClientSessionCache makes later connections resume.
+func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options) (*tls.Conn, error) {
+	cfg := opt.TLSConfig
+	if cfg == nil {
+		cfg = &tls.Config{}
+	}
+	if cfg.ServerName == "" || len(cfg.NextProtos) == 0 {
+		cfg = cfg.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = serverName
+		}
+		if len(cfg.NextProtos) == 0 {
+			cfg.NextProtos = []string{"http/1.1"}
+		}
+	}
+	if opt.TLSHandshakeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opt.TLSHandshakeTimeout)
+		defer cancel()
+	}
+	trace := httptrace.ContextClientTrace(ctx)
+	if trace != nil && trace.TLSHandshakeStart != nil {
+		trace.TLSHandshakeStart()
+	}
+	tc := tls.Client(nc, cfg)
+	err := tc.HandshakeContext(ctx)
+	if trace != nil && trace.TLSHandshakeDone != nil {
+		trace.TLSHandshakeDone(tc.ConnectionState(), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("conn: TLS handshake with %s: %w", serverName, err)
+	}
+	return tc, nil
+}

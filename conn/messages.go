@@ -1,0 +1,62 @@
+package conn
+
+import (
+	"net/http"
+	"time"
+)
+
+// Dialed is sent by a connection actor to its parent (the route actor) once its
+// dial finished: Err is nil when the connection is ready for an exchange. No reply.
+// Abort closes the socket at once; it is safe for concurrent use and idempotent,
+// and is how the owner interrupts an exchange that is blocked in I/O.
+type Dialed struct {
+	ID    uint64
+	Err   error
+	Abort func()
+	// Took is how long the dial (TCP, proxy tunnel and TLS) took.
+	Took time.Duration
+}
+
+// IdleBroken is sent to the parent route actor by a connection's idle watcher when
+// the server closed the idle connection or sent bytes nobody asked for
+// (the idea of Lwan's EPOLLRDHUP watch, seed 001). No reply. The route discards
+// the connection if it is still idle; if it was leased meanwhile, the lease holder
+// finds out when its exchange starts.
+type IdleBroken struct {
+	ID  uint64
+	Err error
+}
+
+// WatchIdle is sent by the route actor to a connection that has just become idle:
+// the connection starts watching its socket. No reply.
+type WatchIdle struct{}
+
+// ExchangeRequest is sent by the holder of a lease to the connection actor: write
+// Req and read the response head. It is answered exactly once, on Reply (cap 1).
+// The connection actor runs on a synchronized dispatcher, so the exchange runs on
+// the sender's goroutine and the answer is usually in Reply when Send returns.
+//
+// On success the response body streams from the socket; Done is called exactly
+// once when the exchange is over (body at EOF, closed, or failed while read),
+// with whether the connection may be re-used and the server's idle timeout
+// (0 when not announced). Done must not block. On an error answer Done is not
+// called: the exchange is over and the connection broken; the holder releases it.
+type ExchangeRequest struct {
+	Req    *http.Request
+	Reused bool
+	Reply  chan ExchangeResponse
+	Done   func(reusable bool, idle time.Duration)
+}
+
+// ExchangeResponse answers an ExchangeRequest: a response with a streaming body,
+// or an error (an *ExchangeError, or the request context's error).
+type ExchangeResponse struct {
+	Resp *http.Response
+	Err  error
+}
+
+// dialResult is sent by the dial goroutine to its own connection actor.
+type dialResult struct {
+	err  error
+	took time.Duration
+}
