@@ -318,9 +318,9 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	if cs == nil || cs.phase != phaseDialing {
 		return
 	}
-	r.dialing--
 	if m.Err != nil {
-		r.closeConn(ctx, cs, ReasonDialFailed)
+		r.cfg.Logger.Debug("route: dial failed", "route", r.name, "err", m.Err)
+		r.closeConn(ctx, cs, ReasonDialFailed) // also ends the dial in the counts
 		// The oldest waiter learns why; the others get dials of their own.
 		if _, w, ok := r.waiters.Pop(); ok {
 			r.dequeued(w)
@@ -330,6 +330,8 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.publish()
 		return
 	}
+	r.dialing--
+	cs.phase = phaseIdle // not on the idle list yet: available decides
 	cs.abort = m.Abort
 	r.opened++
 	r.available(ctx, cs, r.cfg.Now())

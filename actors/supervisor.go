@@ -25,6 +25,9 @@ type SupervisorConfig struct {
 	// runs on a goroutine started with Go, never in Receive.
 	Serve  func(*http.Request) (*http.Response, error)
 	Logger *slog.Logger
+	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
+	// to drive the supervisor with fake routes.
+	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer
 }
 
 // SupervisorPublished holds what the supervisor publishes for readers outside it.
@@ -203,7 +206,11 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		return
 	}
 	pub := &RoutePublished{}
-	props := actor.PropsFromProducer(NewRoute(m.Key, s.cfg.Route, ctx.Self(), pub),
+	newRoute := s.cfg.NewRoute
+	if newRoute == nil {
+		newRoute = NewRoute
+	}
+	props := actor.PropsFromProducer(newRoute(m.Key, s.cfg.Route, ctx.Self(), pub),
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(reason interface{}) actor.Directive {
 			s.cfg.Logger.Error("connection actor failed", "reason", fmt.Sprint(reason))
 			return actor.StopDirective

@@ -159,7 +159,7 @@ func (c *Actor) onWatchIdle() {
 	c.watching = true
 	done := make(chan struct{})
 	c.watchDone = done
-	br, nc, sys, parent, id := c.br, c.nc, c.sys, c.parent, c.id
+	br, sys, parent, id := c.br, c.sys, c.parent, c.id
 	c.opt.Go(func() { // owned by the client's WaitGroup; ends when the socket closes or a lease interrupts it
 		_, err := br.Peek(1)
 		interrupted := isTimeout(err)
@@ -168,8 +168,9 @@ func (c *Actor) onWatchIdle() {
 		}
 		c.watchErr = err
 		close(done)
-		if !interrupted {
-			_ = nc // the route closes it
+		if !interrupted && !c.stopped.Load() {
+			// The route closes it. When the actor is stopping, its own Stopping
+			// closed the socket and the route may be gone: nothing to report.
 			sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
 		}
 	})
