@@ -39,7 +39,7 @@ type connTracker struct {
 	parent        *connTracker // a tracker shared by several servers (the total)
 	closed        chan struct{}
 	remoteClosed  int
-	longestSettle time.Duration // longest wait for the server to see a replaced connection close
+	longestSettle time.Duration  // longest wait for the server to see a replaced connection close
 	checks        sync.WaitGroup // excess checks in flight
 }
 
