@@ -228,8 +228,7 @@ func (s *Supervisor) onPermitRequest(ctx actor.Context, m *PermitRequest) {
 	}
 	s.permitN++
 	s.permits.Push(s.permitN, m.From)
-	s.cfg.Pub.PermitWaiters.Store(int64(s.permits.Len()))
-	s.grantPermits(ctx)
+	s.grantPermits(ctx) // publishes PermitWaiters once it knows who still waits
 }
 
 // grantPermits grants queued permits while the total allows; when it does not,

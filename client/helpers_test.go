@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -191,3 +192,14 @@ func assertQuiet(tb testing.TB, c *Client) {
 }
 
 var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// waitIdle waits until the pool holds n idle connections: a body's release
+// reaches its route actor by message, after Close returns.
+func waitIdle(tb testing.TB, c *Client, n int) {
+	tb.Helper()
+	waitFor(tb, fmt.Sprintf("%d idle connections", n), func() bool { return c.Stats().Idle == n })
+}

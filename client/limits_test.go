@@ -144,7 +144,11 @@ func (h *holdServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "5")
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
-		<-h.release
+		select {
+		case <-h.release:
+		case <-r.Context().Done(): // the client closed the connection
+			return
+		}
 		io.WriteString(w, "hello")
 		return
 	}
@@ -292,8 +296,10 @@ func TestLRUEvictionClosesTheLeastRecentlyUsedIdleConnectionOfAnotherRoute(t *te
 	a, b, cc := newServer(t, trA, hello), newServer(t, trB, hello), newServer(t, trC, hello)
 	c := newClient(t, Config{MaxConnsPerRoute: 2, MaxConnsTotal: 2})
 	get(t, c, a.URL)
+	waitIdle(t, c, 1) // releases are messages: wait until the route has the connection back
 	get(t, c, b.URL)
 	get(t, c, b.URL) // b is now more recently used than a
+	waitIdle(t, c, 2)
 	trA.waitOpen(t, 1)
 	trB.waitOpen(t, 1)
 	get(t, c, cc.URL) // needs room: a's idle connection is the LRU one
