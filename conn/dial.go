@@ -10,13 +10,17 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// dial opens the socket of route k: TCP to the target, then TLS for https.
-// It is bounded by ctx (DialTimeout and the client's lifetime).
+// dial opens the socket of route k: TCP to the target (or the way through k's
+// proxy, see dialProxy), then TLS for https. It is bounded by ctx (DialTimeout
+// and the client's lifetime).
 func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
+	var nc net.Conn
+	var err error
 	if k.Proxy != "" {
-		return nil, fmt.Errorf("conn: proxy %s: proxies are not supported yet", k.Proxy)
+		nc, err = dialProxy(ctx, k, opt)
+	} else {
+		nc, err = dialTCP(ctx, k.Addr(), opt)
 	}
-	nc, err := dialTCP(ctx, k.Addr(), opt)
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,13 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 
-	if err := req.Write(c.bw); err != nil {
+	var werr error
+	if c.key.AbsoluteForm() {
+		werr = c.writeAbsolute(req) // plain HTTP through an HTTP proxy (proxy.go)
+	} else {
+		werr = req.Write(c.bw)
+	}
+	if err := werr; err != nil {
 		stopAfter(stopCtx)
 		return fail("write", ctxErr(err))
 	}
@@ -150,8 +156,8 @@ func stopAfter(stop func() bool) {
 // bytes and, while limit >= 0, refuses to read more than limit bytes (the
 // response header budget, as net/http's persistConn.readLimit).
 type countingReader struct {
-	r io.Reader
-	n int64 // bytes read in the current exchange
+	r     io.Reader
+	n     int64 // bytes read in the current exchange
 	limit int64 // bytes still allowed; -1 = unlimited
 }
 
