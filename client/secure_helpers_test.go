@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,9 @@ import (
 // newSecureTestClient starts a client for cfg and closes it at the test's end.
 func newSecureTestClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -84,5 +89,6 @@ func countingServer(cc *connCounter) *httptest.Server {
 		io.WriteString(w, "ok")
 	}))
 	srv.Config.ConnState = cc.connState
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
 	return srv
 }
