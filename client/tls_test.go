@@ -174,3 +174,18 @@ func TestTLSHandshakeTimeoutBoundsASilentServer(t *testing.T) {
 		t.Fatalf("err = %v, want the handshake's deadline", err)
 	}
 }
+
+func TestOnlyHTTP11IsOfferedByALPNWhateverTheConfigLists(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	srv.EnableHTTP2 = true // the server would pick h2 if offered
+	srv.StartTLS()
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}})
+	if proto := mustGet(t, context.Background(), c, srv.URL); proto != "HTTP/1.1" {
+		t.Fatalf("server saw %q, want HTTP/1.1", proto)
+	}
+}

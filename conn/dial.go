@@ -35,6 +35,9 @@ func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
 	return nc, nil
 }
 
+// alpnHTTP11 is the ALPN list of every handshake; shared, never modified.
+var alpnHTTP11 = []string{"http/1.1"}
+
 func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 	trace := httptrace.ContextClientTrace(ctx)
 	if trace != nil && trace.ConnectStart != nil {
@@ -55,21 +58,21 @@ func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 }
 
 // handshake runs the TLS client handshake over nc for serverName, advertising
-// http/1.1 by ALPN. The configuration is the client's (cloned, with ServerName set
-// when empty); its ClientSessionCache makes later connections resume.
+// http/1.1 (and only it) by ALPN: the connection speaks HTTP/1.1 whatever else
+// the configuration lists, so a server is never invited to pick h2. The
+// configuration is the client's (cloned, with ServerName set when empty); its
+// ClientSessionCache makes later connections resume.
 func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options) (*tls.Conn, error) {
 	cfg := opt.TLSConfig
 	if cfg == nil {
 		cfg = &tls.Config{}
 	}
-	if cfg.ServerName == "" || len(cfg.NextProtos) == 0 {
+	if cfg.ServerName == "" || len(cfg.NextProtos) != 1 || cfg.NextProtos[0] != "http/1.1" {
 		cfg = cfg.Clone()
 		if cfg.ServerName == "" {
 			cfg.ServerName = serverName
 		}
-		if len(cfg.NextProtos) == 0 {
-			cfg.NextProtos = []string{"http/1.1"}
-		}
+		cfg.NextProtos = alpnHTTP11
 	}
 	if opt.TLSHandshakeTimeout > 0 {
 		var cancel context.CancelFunc
