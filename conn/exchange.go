@@ -71,13 +71,7 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 
-	var werr error
-	if c.key.AbsoluteForm() {
-		werr = c.writeAbsolute(req) // plain HTTP through an HTTP proxy (proxy.go)
-	} else {
-		werr = req.Write(c.bw)
-	}
-	if err := werr; err != nil {
+	if err := c.writeRequest(req); err != nil { // origin- or absolute-form (proxy.go)
 		stopAfter(stopCtx)
 		return fail("write", ctxErr(err))
 	}

@@ -146,6 +146,16 @@ func (f forwardDialer) DialContext(ctx context.Context, _, addr string) (net.Con
 	return dialTCP(ctx, addr, f.opt)
 }
 
+// writeRequest writes req on the connection's buffered writer: in origin-form,
+// or in absolute-form when the connection goes to an HTTP proxy that forwards
+// each request itself.
+func (c *Actor) writeRequest(req *http.Request) error {
+	if c.key.AbsoluteForm() {
+		return c.writeAbsolute(req)
+	}
+	return req.Write(c.bw)
+}
+
 // writeAbsolute writes req in absolute-form for the HTTP proxy at the other end
 // of the connection, with the proxy's credentials in Proxy-Authorization (the
 // proxy consumes them; RFC 9110 section 11.7.2). The caller's request is not

@@ -165,3 +165,25 @@ func TestUnsupportedProxySchemesAreRefused(t *testing.T) {
 		t.Fatalf("err = %v, want ErrUnsupportedProxy naming ftp", err)
 	}
 }
+
+func BenchmarkFromRequestThroughAProxyWithCredentials(b *testing.B) {
+	pu, _ := url.Parse("http://alice:s3cret@proxy:3128")
+	req, _ := http.NewRequest("GET", "https://api.example/x", nil)
+	opt := Options{Proxy: http.ProxyURL(pu), Credentials: &Credentials{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromRequest(req, "alice", opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFromRequestDirect(b *testing.B) {
+	req, _ := http.NewRequest("GET", "https://api.example/x", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := FromRequest(req, "", Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
