@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -28,6 +29,7 @@ func TestHTTPThroughAnHTTPProxyUsesAbsoluteFormOnOneProxyConnection(t *testing.T
 		if err != nil {
 			t.Fatal(err)
 		}
+		io.Copy(io.Discard, resp.Body) // read to EOF: the connection goes back at once
 		resp.Body.Close()
 		if resp.StatusCode != 200 || req.Header.Get("Proxy-Authorization") != "" {
 			t.Fatalf("status %d; caller's headers %v (must not be changed)", resp.StatusCode, req.Header)
@@ -199,6 +201,7 @@ func TestProxyCredentialsDoNotMixAcrossRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
 	}

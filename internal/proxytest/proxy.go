@@ -234,7 +234,8 @@ func (p *HTTPProxy) forward(c net.Conn, req *http.Request) bool {
 	}
 	defer resp.Body.Close()
 	resp.Close = req.Close
-	if err := resp.Write(c); err != nil {
+	bw := bufio.NewWriter(c)
+	if err := resp.Write(bw); err != nil || bw.Flush() != nil {
 		return false
 	}
 	return !req.Close
