@@ -320,7 +320,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	}
 	if m.Err != nil {
 		r.cfg.Logger.Debug("route: dial failed", "route", r.name, "err", m.Err)
-		r.closeConn(ctx, cs, ReasonDialFailed) // also ends the dial in the counts
+		r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
 		// The oldest waiter learns why; the others get dials of their own.
 		if _, w, ok := r.waiters.Pop(); ok {
 			r.dequeued(w)

@@ -66,7 +66,10 @@ func New(cfg Config) (*Client, error) {
 		// full handshake.
 		tlsCfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	}
-	c.routeOpt = route.Options{Proxy: cfg.Proxy}
+	// Proxy credentials stay out of route keys (and so out of logs and Stats):
+	// routing remembers them here and the dial looks them up.
+	creds := &route.Credentials{}
+	c.routeOpt = route.Options{Proxy: cfg.Proxy, Credentials: creds}
 	c.connOpt = conn.Options{
 		DialTimeout:            cfg.DialTimeout,
 		TLSConfig:              tlsCfg,
@@ -74,6 +77,7 @@ func New(cfg Config) (*Client, error) {
 		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		DialContext:            cfg.DialContext,
+		ProxyCredentials:       creds,
 		Go:                     c.wg.Go,
 		Logger:                 cfg.Logger,
 	}

@@ -28,7 +28,14 @@ type Config struct {
 	MaxIdleTime time.Duration // an idle connection is closed after this (default 90s)
 	MaxLifetime time.Duration // a connection is not re-used after this age (default 0 = no limit)
 
-	// Dialing
+	// Dialing. TLSConfig serves targets and https:// proxies alike (RootCAs,
+	// client certificates, ServerName, MinVersion); ALPN offers http/1.1 only,
+	// and a session cache is added when it has none, so new connections resume.
+	// Proxy may return http://, https:// or socks5:// URLs: plain HTTP targets go
+	// through HTTP proxies as absolute-form requests, HTTPS targets through a
+	// CONNECT tunnel (a refusal is a *ProxyConnectError). User info in the URL is
+	// sent to the proxy only (Proxy-Authorization, or SOCKS5 username/password),
+	// never to the target, and never shows in Stats or logs.
 	DialTimeout time.Duration                         // default 10s
 	TLSConfig   *tls.Config                           // nil = system roots, verification on
 	Proxy       func(*http.Request) (*url.URL, error) // nil = direct; http.ProxyFromEnvironment works

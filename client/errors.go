@@ -52,6 +52,12 @@ var ErrInvalidConfig = errors.New("connactor: invalid config")
 // conn.ExchangeError. errors.As(err, new(*client.ExchangeError)) gives the detail.
 type ExchangeError = conn.ExchangeError
 
+// ProxyConnectError is returned (wrapped) when the proxy refuses a CONNECT
+// tunnel, e.g. 407 for missing or wrong proxy credentials or 502 when it cannot
+// reach the target; see conn.ProxyConnectError. The request was not sent.
+// errors.As(err, new(*client.ProxyConnectError)) gives the proxy's status.
+type ProxyConnectError = conn.ProxyConnectError
+
 type timeoutError struct{ msg string }
 
 func (e *timeoutError) Error() string   { return e.msg }

@@ -39,7 +39,11 @@ type Options struct {
 	MaxResponseHeaderBytes int64         // > 0
 
 	// DialContext dials TCP; nil uses a net.Dialer. Tests use it to count dials.
+	// Through a proxy it dials the proxy.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ProxyCredentials holds the credentials of proxied routes (route keys keep
+	// only their hash); nil sends none.
+	ProxyCredentials *route.Credentials
 	// Go starts a goroutine owned by the client (dials and idle watchers), which
 	// waits for them on Close. It must not be nil.
 	Go     func(func())

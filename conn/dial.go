@@ -10,13 +10,17 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// dial opens the socket of route k: TCP to the target, then TLS for https.
-// It is bounded by ctx (DialTimeout and the client's lifetime).
+// dial opens the socket of route k: TCP to the target (or the way through k's
+// proxy, see dialProxy), then TLS for https. It is bounded by ctx (DialTimeout
+// and the client's lifetime).
 func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
+	var nc net.Conn
+	var err error
 	if k.Proxy != "" {
-		return nil, fmt.Errorf("conn: proxy %s: proxies are not supported yet", k.Proxy)
+		nc, err = dialProxy(ctx, k, opt)
+	} else {
+		nc, err = dialTCP(ctx, k.Addr(), opt)
 	}
-	nc, err := dialTCP(ctx, k.Addr(), opt)
 	if err != nil {
 		return nil, err
 	}
@@ -30,6 +34,9 @@ func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
 	}
 	return nc, nil
 }
+
+// alpnHTTP11 is the ALPN list of every handshake; shared, never modified.
+var alpnHTTP11 = []string{"http/1.1"}
 
 func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 	trace := httptrace.ContextClientTrace(ctx)
@@ -51,21 +58,21 @@ func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 }
 
 // handshake runs the TLS client handshake over nc for serverName, advertising
-// http/1.1 by ALPN. The configuration is the client's (cloned, with ServerName set
-// when empty); its ClientSessionCache makes later connections resume.
+// http/1.1 (and only it) by ALPN: the connection speaks HTTP/1.1 whatever else
+// the configuration lists, so a server is never invited to pick h2. The
+// configuration is the client's (cloned, with ServerName set when empty); its
+// ClientSessionCache makes later connections resume.
 func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options) (*tls.Conn, error) {
 	cfg := opt.TLSConfig
 	if cfg == nil {
 		cfg = &tls.Config{}
 	}
-	if cfg.ServerName == "" || len(cfg.NextProtos) == 0 {
+	if cfg.ServerName == "" || len(cfg.NextProtos) != 1 || cfg.NextProtos[0] != "http/1.1" {
 		cfg = cfg.Clone()
 		if cfg.ServerName == "" {
 			cfg.ServerName = serverName
 		}
-		if len(cfg.NextProtos) == 0 {
-			cfg.NextProtos = []string{"http/1.1"}
-		}
+		cfg.NextProtos = alpnHTTP11
 	}
 	if opt.TLSHandshakeTimeout > 0 {
 		var cancel context.CancelFunc

@@ -71,7 +71,7 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 
-	if err := req.Write(c.bw); err != nil {
+	if err := c.writeRequest(req); err != nil { // origin- or absolute-form (proxy.go)
 		stopAfter(stopCtx)
 		return fail("write", ctxErr(err))
 	}

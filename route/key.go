@@ -6,9 +6,7 @@
 package route
 
 import (
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,9 +24,10 @@ type Key struct {
 
 	// Proxy is the proxy URL without credentials ("http://proxy:3128"), empty when direct.
 	Proxy string
-	// ProxyAuth distinguishes proxy credentials without holding them: a short hash
-	// of the user info, empty when the proxy URL has none. Two credentials are two
-	// routes, because a proxy may authorise a tunnel per credential.
+	// ProxyAuth distinguishes proxy credentials without holding them: a keyed hash
+	// of the user info (see ProxyAuthOf), empty when the proxy URL has none. Two
+	// credentials are two routes, because a proxy authorises a tunnel per
+	// credential. The credentials themselves travel in a Credentials store.
 	ProxyAuth string
 	// TLS identifies the TLS configuration the connection was made with, empty for
 	// the client's default. Connections made under different configurations (other
@@ -53,7 +52,7 @@ func (k Key) String() string {
 		b.WriteString(k.Proxy)
 		if k.ProxyAuth != "" {
 			b.WriteString(" (auth ")
-			b.WriteString(k.ProxyAuth)
+			b.WriteString(k.ProxyAuth[:min(len(k.ProxyAuth), 8)])
 			b.WriteString(")")
 		}
 	}
@@ -75,6 +74,10 @@ type Options struct {
 	Proxy func(*http.Request) (*url.URL, error)
 	// TLSIdentity is the key's TLS field for the client's TLS configuration.
 	TLSIdentity string
+	// Credentials, when set, receives the user info of every proxy URL that has
+	// some, so that the dial can authenticate to the proxy while the key holds
+	// only a hash. Nil drops them (the dial then sends none).
+	Credentials *Credentials
 }
 
 // FromRequest computes the route key of req for the caller identity id.
@@ -82,6 +85,10 @@ type Options struct {
 // ErrUnsupportedProxy (wrapped with detail) for requests that cannot be routed, and
 // the proxy function's error as is. It does not block and allocates only for the
 // proxy and the lower-casing of mixed-case hosts.
+//
+// A proxy URL's user info is remembered in opt.Credentials (the key keeps only
+// its hash); http.ProxyFromEnvironment's NO_PROXY rules apply as the proxy
+// function decides.
 func FromRequest(req *http.Request, id string, opt Options) (Key, error) {
 	if req == nil || req.URL == nil {
 		return Key{}, ErrNilURL
@@ -118,7 +125,7 @@ func FromRequest(req *http.Request, id string, opt Options) (Key, error) {
 			return Key{}, err
 		}
 		if pu != nil {
-			if err := setProxy(&k, pu); err != nil {
+			if err := setProxy(&k, pu, opt.Credentials); err != nil {
 				return Key{}, err
 			}
 		}
@@ -145,7 +152,7 @@ func ProxyDefaultPort(scheme string) string {
 	return "80"
 }
 
-func setProxy(k *Key, pu *url.URL) error {
+func setProxy(k *Key, pu *url.URL, creds *Credentials) error {
 	scheme := strings.ToLower(pu.Scheme)
 	switch scheme {
 	case "http", "https", "socks5", "socks5h":
@@ -161,8 +168,7 @@ func setProxy(k *Key, pu *url.URL) error {
 	}
 	k.Proxy = scheme + "://" + net.JoinHostPort(lower(host), port)
 	if pu.User != nil {
-		sum := sha256.Sum256([]byte(pu.User.String()))
-		k.ProxyAuth = hex.EncodeToString(sum[:6])
+		k.ProxyAuth = creds.remember(k.Proxy, pu.User)
 	}
 	return nil
 }
