@@ -554,6 +554,7 @@ func BenchmarkRoundTripTelemetry(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
 	defer srv.Close()
 	run := func(b *testing.B, cfg Config) {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 		c, err := New(cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -136,7 +136,6 @@ func (r *Request) LeaseGranted(l LeaseInfo) {
 	if l.Reused {
 		r.span.AddEvent(EventReused, trace.WithAttributes(AttrIdleTime.Float64(l.IdleTime.Seconds())))
 	}
-	r.span.SetAttributes(AttrReused.Bool(l.Reused))
 }
 
 // Retry records that the request is replayed on a fresh connection after err on
@@ -188,11 +187,7 @@ func (r *Request) Responded(resp *http.Response) {
 		}
 	}
 	if r.durations {
-		attrs := r.metricAttrs(semconv.HTTPResponseStatusCode(code))
-		if code >= 400 {
-			attrs = append(attrs, semconv.ErrorTypeKey.String(strconv.Itoa(code)))
-		}
-		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), metric.WithAttributes(attrs...))
+		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, code, ""))
 	}
 	r.done()
 }
@@ -228,8 +223,7 @@ func (r *Request) Failed(err error) {
 		r.span.SetStatus(codes.Error, err.Error())
 	}
 	if r.durations {
-		attrs := r.metricAttrs(semconv.ErrorTypeKey.String(et))
-		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), metric.WithAttributes(attrs...))
+		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, 0, et))
 	}
 	if r.t.log.Enabled(r.ctx, slog.LevelDebug) {
 		r.t.log.LogAttrs(r.ctx, slog.LevelDebug, "connactor: request failed",
@@ -249,10 +243,35 @@ func (r *Request) end() {
 	}
 }
 
-func (r *Request) metricAttrs(extra attribute.KeyValue) []attribute.KeyValue {
-	a := make([]attribute.KeyValue, 0, len(r.route.kv)+4)
-	a = append(a, r.route.kv...)
-	return append(a, semconv.HTTPRequestMethodKey.String(r.method), semconv.NetworkProtocolVersion("1.1"), extra)
+type durationKey struct {
+	method  string
+	code    int
+	errType string
+}
+
+// durationOpt returns the attributes of http.client.request.duration for a
+// response with status code (errType "") or a failure of type errType (code 0),
+// built once per combination: a request then costs a map lookup, not a sorted
+// attribute set.
+func (r *Route) durationOpt(method string, code int, errType string) metric.MeasurementOption {
+	k := durationKey{method, code, errType}
+	if v, ok := r.durations.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	a := make([]attribute.KeyValue, 0, len(r.kv)+4)
+	a = append(a, r.kv...)
+	a = append(a, semconv.HTTPRequestMethodKey.String(method), semconv.NetworkProtocolVersion("1.1"))
+	if code > 0 {
+		a = append(a, semconv.HTTPResponseStatusCode(code))
+		if code >= 400 {
+			errType = strconv.Itoa(code)
+		}
+	}
+	if errType != "" {
+		a = append(a, semconv.ErrorTypeKey.String(errType))
+	}
+	v, _ := r.durations.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(a...)))
+	return v.(metric.MeasurementOption)
 }
 
 // normMethod returns the semantic conventions' value of http.request.method:

@@ -49,10 +49,8 @@ const (
 // Attribute keys and span event names of connactor's own.
 const (
 	AttrCloseReason = attribute.Key("connactor.connection.close_reason")
-	AttrRoute       = attribute.Key("connactor.route")
 	AttrWait        = attribute.Key("connactor.lease.wait.duration")  // seconds
 	AttrQueuePos    = attribute.Key("connactor.lease.queue_position") // 1 = first in line
-	AttrReused      = attribute.Key("connactor.connection.reused")
 	AttrIdleTime    = attribute.Key("connactor.connection.idle_time") // seconds
 	AttrDial        = attribute.Key("connactor.dial.duration")        // seconds
 	AttrConnect     = attribute.Key("connactor.dial.connect.duration")
@@ -229,16 +227,17 @@ type routeID struct{ scheme, host, port string }
 // set is computed once and shared by every route actor and request going there.
 // The nil *Route records nothing.
 type Route struct {
-	t       *Telemetry
-	scheme  string
-	address string
-	port    int
-	attrs   attribute.Set // server.address, server.port, url.scheme
-	kv      []attribute.KeyValue
-	active  attribute.Set // attrs + http.connection.state=active
-	idle    attribute.Set // attrs + http.connection.state=idle
-	opt     metric.MeasurementOption
-	byClose sync.Map // reason -> metric.MeasurementOption
+	t         *Telemetry
+	scheme    string
+	address   string
+	port      int
+	attrs     attribute.Set // server.address, server.port, url.scheme
+	kv        []attribute.KeyValue
+	active    attribute.Set // attrs + http.connection.state=active
+	idle      attribute.Set // attrs + http.connection.state=idle
+	opt       metric.MeasurementOption
+	byClose   sync.Map // reason -> metric.MeasurementOption
+	durations sync.Map // durationKey -> metric.MeasurementOption
 }
 
 // Route returns the Route of scheme://host:port (port in decimal), creating it
