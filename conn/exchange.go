@@ -150,8 +150,8 @@ func stopAfter(stop func() bool) {
 // bytes and, while limit >= 0, refuses to read more than limit bytes (the
 // response header budget, as net/http's persistConn.readLimit).
 type countingReader struct {
-	r io.Reader
-	n int64 // bytes read in the current exchange
+	r     io.Reader
+	n     int64 // bytes read in the current exchange
 	limit int64 // bytes still allowed; -1 = unlimited
 }
 
