@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -582,4 +584,37 @@ func BenchmarkRoundTripTelemetry(b *testing.B) {
 		defer mp.Shutdown(context.Background())
 		run(b, Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}})
 	})
+}
+
+func TestAnHTTPSRequestHasDialAndTLSHandshakeEvents(t *testing.T) {
+	checkLeaks(t)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") }))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	o := newObserved(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
+	resp, err := getURL(o.c, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	spans := o.spans.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	for _, name := range []string{telemetry.EventDial, telemetry.EventTLS} {
+		e, ok := hasEvent(spans[0], name)
+		if !ok {
+			t.Fatalf("no %s event: %v", name, spans[0].Events())
+		}
+		for _, kv := range e.Attributes {
+			if kv.Value.AsFloat64() <= 0 {
+				t.Errorf("%s: %s = %v, want > 0", name, kv.Key, kv.Value.AsFloat64())
+			}
+		}
+	}
+	if a := attrsOf(spans[0]); a["url.full"].AsString() != srv.URL || a["http.response.status_code"].AsInt64() != 200 {
+		t.Errorf("attributes: %v", spans[0].Attributes())
+	}
 }

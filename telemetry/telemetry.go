@@ -197,14 +197,6 @@ func New(cfg Config) *Telemetry {
 	return t
 }
 
-// Logger returns the logger telemetry writes to.
-func (t *Telemetry) Logger() *slog.Logger {
-	if t == nil {
-		return slog.Default()
-	}
-	return t.log
-}
-
 // Close unregisters the pool gauges' callback (so the meter provider no longer
 // reads a closed client). Safe to call more than once, and on nil.
 func (t *Telemetry) Close() error {
