@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test demo bench vet fmt fuzz
+.PHONY: test demo bench vet fmt fuzz otelcol
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid run when .ci/run has installed them)
@@ -19,3 +19,7 @@ demo:
 ## bench: Go micro-benchmarks (connactor vs net/http in the same run)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## otelcol: build (once, cached) the OpenTelemetry Collector the OTLP export test runs
+otelcol:
+	bash .ci/otelcol.sh

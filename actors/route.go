@@ -12,6 +12,7 @@ import (
 
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
 )
 
 // ErrRouteClosed answers leases on a route that is shutting down with its client.
@@ -29,6 +30,8 @@ type RouteConfig struct {
 	// Sup is the supervisor's published state; routes read PermitWaiters to give
 	// up a freed connection when another route waits for room.
 	Sup *SupervisorPublished
+	// Tel receives connection and lease telemetry (nil = none).
+	Tel *telemetry.Telemetry
 }
 
 // RoutePublished holds counters a route actor publishes for readers outside it
@@ -60,7 +63,8 @@ type connState struct {
 	idleSince time.Time
 	idleUntil time.Time // server's Keep-Alive cap; zero = none
 	served    int
-	idleIdx   int // position in route.idle while idle
+	idleIdx   int        // position in route.idle while idle
+	dial      DialTiming // reported with the first lease only
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -79,7 +83,7 @@ type Route struct {
 	byPID   map[string]*connState
 	idle    []*connState // LRU first, MRU last
 	waiters WaitQueue[*LeaseRequest]
-	queued  map[uint64]time.Time // waiter id -> arrival (for Waited)
+	queued  map[uint64]queuedAt // waiter id -> arrival (for Waited, QueuePos)
 
 	dialing, permitsPending int
 	nextID                  uint64
@@ -88,6 +92,15 @@ type Route struct {
 
 	opened, closedN, leases, reuses uint64
 	closedBy                        map[string]uint64
+
+	tel          *telemetry.Route
+	recentCloses ring[ClosedConn]
+	recentWaits  ring[Wait]
+}
+
+type queuedAt struct {
+	at  time.Time
+	pos int
 }
 
 // NewRoute returns the producer of the route actor for k, reporting to sup.
@@ -95,7 +108,8 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished
 	return func() actor.Actor {
 		return &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
-			queued: map[uint64]time.Time{}, closedBy: map[string]uint64{}}
+			queued: map[uint64]queuedAt{}, closedBy: map[string]uint64{},
+			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
 	}
 }
 
@@ -139,13 +153,13 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	}
 	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
 		if cs := r.popIdle(ctx); cs != nil {
-			r.grant(m, cs, 0)
+			r.grant(m, cs, queuedAt{})
 			r.publish()
 			return
 		}
 	}
 	r.waiters.Push(m.ID, m)
-	r.queued[m.ID] = r.cfg.Now()
+	r.queued[m.ID] = queuedAt{at: r.cfg.Now(), pos: r.waiters.Len()}
 	if m.Fresh {
 		r.freshWaiters++
 	}
@@ -163,13 +177,13 @@ func (r *Route) onLeaseCancel(m *LeaseCancel) {
 	r.publish()
 }
 
-func (r *Route) dequeued(w *LeaseRequest) time.Duration {
+func (r *Route) dequeued(w *LeaseRequest) queuedAt {
 	if w.Fresh {
 		r.freshWaiters--
 	}
-	at := r.queued[w.ID]
+	q := r.queued[w.ID]
 	delete(r.queued, w.ID)
-	return r.cfg.Now().Sub(at)
+	return q
 }
 
 func (r *Route) onRelease(ctx actor.Context, m *Release) {
@@ -205,8 +219,7 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 	fresh := cs.served == 0
 	if _, chosen, ok := r.waiters.Find(func(w *LeaseRequest) bool { return fresh || !w.Fresh }); ok {
 		r.waiters.Remove(chosen.ID)
-		waited := r.dequeued(chosen)
-		r.grant(chosen, cs, waited)
+		r.grant(chosen, cs, r.dequeued(chosen))
 		return
 	}
 	if r.supWantsRoom() {
@@ -220,18 +233,26 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 	ctx.Send(cs.pid, &conn.WatchIdle{})
 }
 
-func (r *Route) grant(w *LeaseRequest, cs *connState, waited time.Duration) {
-	var idleFor time.Duration
+func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) {
+	now := r.cfg.Now()
+	var idleFor, waited time.Duration
 	if !cs.idleSince.IsZero() {
-		idleFor = r.cfg.Now().Sub(cs.idleSince)
+		idleFor = now.Sub(cs.idleSince)
 	}
+	if q.pos > 0 {
+		waited = now.Sub(q.at)
+		r.recentWaits.add(Wait{At: now, Waited: waited, QueuePos: q.pos})
+	}
+	r.tel.LeaseGranted(waited)
 	cs.phase = phaseLeased
 	cs.idleSince = time.Time{}
 	r.leases++
 	if cs.served > 0 {
 		r.reuses++
 	}
-	w.Reply <- LeaseResponse{Lease: Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor, Waited: waited}}
+	w.Reply <- LeaseResponse{Lease: Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
+		Waited: waited, QueuePos: q.pos, Dial: cs.dial}}
+	cs.dial = DialTiming{}
 }
 
 // popIdle takes the most recently used idle connection that is still good,
@@ -320,6 +341,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	}
 	if m.Err != nil {
 		r.cfg.Logger.Debug("route: dial failed", "route", r.name, "err", m.Err)
+		r.tel.DialFailed(r.name, m.Err, m.Took)
 		r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
 		// The oldest waiter learns why; the others get dials of their own.
 		if _, w, ok := r.waiters.Pop(); ok {
@@ -333,7 +355,9 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	r.dialing--
 	cs.phase = phaseIdle // not on the idle list yet: available decides
 	cs.abort = m.Abort
+	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	r.opened++
+	r.tel.ConnOpened(r.name, cs.id, m.Took)
 	r.available(ctx, cs, r.cfg.Now())
 	r.wantConns(ctx)
 	r.publish()
@@ -394,6 +418,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	delete(r.byPID, cs.pid.Id)
 	if reason != ReasonDialFailed {
 		r.closedN++
+		age := r.cfg.Now().Sub(cs.created)
+		r.recentCloses.add(ClosedConn{At: r.cfg.Now(), Reason: reason, Age: age, Served: cs.served})
+		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
 	}
 	r.closedBy[string(reason)]++
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
@@ -458,5 +485,6 @@ func (r *Route) stats() RouteStats {
 		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
 		Leases: r.leases, Reuses: r.reuses, ClosedBy: by,
+		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}
 }

@@ -34,6 +34,14 @@ type Lease struct {
 	Reused   bool          // the connection served earlier requests
 	IdleTime time.Duration // how long it was idle before this lease (0 if new)
 	Waited   time.Duration // how long the request waited in the route's queue
+	QueuePos int           // its position in the queue on arrival (1 = first); 0 = served at once
+	Dial     DialTiming    // the connection's dial, on its first lease only
+}
+
+// DialTiming says how long a connection's dial took (Took), of which TCP
+// connect and TLS handshake. Zero when the lease did not get a new connection.
+type DialTiming struct {
+	Took, Connect, TLS time.Duration
 }
 
 // LeaseCancel is sent by a caller whose context ended (or whose LeaseTimeout
@@ -86,4 +94,6 @@ type RouteStats struct {
 	Opened, Closed              uint64 // connections opened and closed since the route started
 	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
 	ClosedBy                    map[string]uint64
+	RecentCloses                []ClosedConn // newest first, at most 16
+	RecentWaits                 []Wait       // leases that queued, newest first, at most 16
 }

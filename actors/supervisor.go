@@ -228,7 +228,10 @@ func (s *Supervisor) onPermitRequest(ctx actor.Context, m *PermitRequest) {
 	}
 	s.permitN++
 	s.permits.Push(s.permitN, m.From)
-	s.grantPermits(ctx) // publishes PermitWaiters once it knows who still waits
+	// grantPermits publishes PermitWaiters once it has granted what it can:
+	// publishing the queue before would make routes give up connections for
+	// a request about to be granted at once.
+	s.grantPermits(ctx)
 }
 
 // grantPermits grants queued permits while the total allows; when it does not,

@@ -20,6 +20,7 @@ import (
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
 )
 
 // Client is an HTTP/1.1 client connection manager. It is safe for concurrent use.
@@ -31,6 +32,7 @@ type Client struct {
 	pub       *actors.SupervisorPublished
 	routeOpt  route.Options
 	connOpt   conn.Options
+	tel       *telemetry.Telemetry // spans, metrics and logs (see telemetry.go)
 
 	routes sync.Map // route.Key -> *actors.RouteHandle: a cache of the supervisor's answers
 
@@ -54,6 +56,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, closedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
+	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
+		Propagator: cfg.Propagator, Logger: cfg.Logger})
 
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
@@ -98,6 +102,7 @@ func New(cfg Config) (*Client, error) {
 			Logger:           cfg.Logger,
 			Now:              time.Now,
 			Sup:              c.pub,
+			Tel:              c.tel,
 		},
 		MaxConnsTotal:         cfg.MaxConnsTotal,
 		MaxConcurrentRequests: cfg.MaxConcurrentRequests,
@@ -109,6 +114,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg), actor.WithSupervisor(actors.RouteStrategy))
 	c.sup = c.sys.Root.Spawn(props)
+	c.registerGauges()
 	// A lease sent to a route actor that stopped at that moment would never be
 	// answered: answer it from the dead letters so the caller re-routes.
 	c.deadLetter = c.sys.EventStream.Subscribe(func(evt any) {
@@ -138,6 +144,7 @@ func (c *Client) Close() error {
 		err = nil
 		c.closing.Store(true)
 		close(c.closedCh)
+		c.tel.Close()
 		c.cancelLife()
 		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {
 			c.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)

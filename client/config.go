@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	TracerProvider trace.TracerProvider // nil = otel.GetTracerProvider()
 	MeterProvider  metric.MeterProvider // nil = otel.GetMeterProvider()
 	Logger         *slog.Logger         // nil = slog.Default()
+	// Propagator writes the trace context (and baggage) of each request's client
+	// span into its headers (nil = otel.GetTextMapPropagator()). The caller's
+	// request is never modified: a copy carries the headers.
+	Propagator propagation.TextMapPropagator
 
 	// TLSHandshakeTimeout bounds the TLS handshake (default 10s).
 	TLSHandshakeTimeout time.Duration

@@ -14,6 +14,7 @@ import (
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
 )
 
 // RoundTrip sends req on a pooled connection and returns the response as soon as
@@ -43,19 +44,33 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("connactor: %w", err)
 	}
+	// The span covers admission, the lease and the exchange; out is req, or a
+	// copy carrying the propagator's headers.
+	out, tel := c.tel.StartRequest(ctx, req, key.Scheme, key.Host, key.Port)
 	if err := c.admit(ctx); err != nil {
 		closeBody(req)
+		c.failed(tel, err)
 		return nil, err
 	}
-	resp, err := c.roundTrip(ctx, req, key)
+	resp, err := c.roundTrip(ctx, out, key, tel)
 	if err != nil {
 		c.unadmit()
+		c.failed(tel, err)
 		return nil, err
 	}
+	resp.Request = req
+	tel.Responded(resp)
 	return resp, nil
 }
 
-func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key) (*http.Response, error) {
+func (c *Client) failed(tel *telemetry.Request, err error) {
+	if tel != nil && errors.Is(err, ErrLeaseTimeout) {
+		tel.LeaseTimedOut(c.cfg.LeaseTimeout)
+	}
+	tel.Failed(err)
+}
+
+func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key, tel *telemetry.Request) (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(ctx)
 	fresh := false
 	for attempt := 0; ; attempt++ {
@@ -70,6 +85,8 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		if trace != nil && trace.GotConn != nil {
 			trace.GotConn(httptrace.GotConnInfo{Reused: lease.Reused, WasIdle: lease.IdleTime > 0, IdleTime: lease.IdleTime})
 		}
+		tel.LeaseGranted(telemetry.LeaseInfo{Waited: lease.Waited, QueuePos: lease.QueuePos, Reused: lease.Reused,
+			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS})
 		reply := make(chan conn.ExchangeResponse, 1)
 		connID, routePID := lease.ConnID, h.PID
 		c.sys.Root.Send(lease.Conn, &conn.ExchangeRequest{
@@ -80,6 +97,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 				}
 				c.sys.Root.Send(routePID, &actors.Release{ConnID: connID, Reusable: reusable, Idle: idle})
 				c.unadmit()
+				tel.ExchangeDone()
 			},
 		})
 		var ex conn.ExchangeResponse
@@ -95,6 +113,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		c.sys.Root.Send(routePID, &actors.Release{ConnID: connID, Reusable: false})
 		if attempt == 0 && lease.Reused {
 			if next, ok := replayable(req, ex.Err); ok {
+				tel.Retry(ex.Err)
 				req, fresh = next, true
 				continue
 			}

@@ -25,7 +25,18 @@ type RouteStats struct {
 	Opened, Closed uint64            // connections opened and closed since the route started
 	Leases, Reuses uint64            // leases granted, and of those on a re-used connection
 	ClosedBy       map[string]uint64 // closed connections by reason (idle_expiry, lru_eviction, ...)
+
+	RecentCloses []ClosedConn // the last connection closes (evictions, expiries, ...), newest first, at most 16
+	RecentWaits  []Wait       // the last leases that waited in the route's queue, newest first, at most 16
 }
+
+// ClosedConn is one recent connection close of a route: when, why (Reason is
+// e.g. "lru_eviction", "idle_expiry"), its age and how many requests it carried.
+type ClosedConn = actors.ClosedConn
+
+// Wait is one recent lease that waited in a route's queue: when it was granted,
+// how long it waited and its position in the queue on arrival.
+type Wait = actors.Wait
 
 // ReuseRatio is the share of leases served by a re-used connection.
 func (r RouteStats) ReuseRatio() float64 {
@@ -38,5 +49,5 @@ func (r RouteStats) ReuseRatio() float64 {
 func routeStats(r actors.RouteStats) RouteStats {
 	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
-		Reuses: r.Reuses, ClosedBy: r.ClosedBy}
+		Reuses: r.Reuses, ClosedBy: r.ClosedBy, RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits}
 }

@@ -120,7 +120,8 @@ func (c *Actor) onStarted(ctx actor.Context) {
 	opt.Go(func() { // owned by the client's WaitGroup; bounded by DialTimeout and Close
 		defer cancel()
 		start := time.Now()
-		nc, err := dial(dctx, k, opt)
+		var times dialTimes
+		nc, err := dial(times.context(dctx), k, opt)
 		if err == nil {
 			c.dialed.Store(&nc)
 			if c.stopped.Load() {
@@ -130,7 +131,7 @@ func (c *Actor) onStarted(ctx actor.Context) {
 				return
 			}
 		}
-		sys.Root.Send(self, &dialResult{err: err, took: time.Since(start)})
+		sys.Root.Send(self, &dialResult{err: err, took: time.Since(start), connect: times.connect, tls: times.tls})
 	})
 }
 
@@ -149,7 +150,7 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.br = bufio.NewReaderSize(c.rd, 4096)
 	c.bw = bufio.NewWriterSize(c.wr, 4096)
 	nc := c.nc
-	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { nc.Close() }, Took: m.took})
+	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { nc.Close() }, Took: m.took, Connect: m.connect, TLS: m.tls})
 }
 
 // onWatchIdle starts the idle watch: a goroutine blocked in a one-byte peek. A

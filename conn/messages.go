@@ -13,8 +13,9 @@ type Dialed struct {
 	ID    uint64
 	Err   error
 	Abort func()
-	// Took is how long the dial (TCP, proxy tunnel and TLS) took.
-	Took time.Duration
+	// Took is how long the dial (TCP, proxy tunnel and TLS) took; Connect and
+	// TLS are its TCP connect and TLS handshake parts (for telemetry).
+	Took, Connect, TLS time.Duration
 }
 
 // IdleBroken is sent to the parent route actor by a connection's idle watcher when
@@ -57,6 +58,6 @@ type ExchangeResponse struct {
 
 // dialResult is sent by the dial goroutine to its own connection actor.
 type dialResult struct {
-	err  error
-	took time.Duration
+	err                error
+	took, connect, tls time.Duration
 }

@@ -1,0 +1,46 @@
+package actors
+
+import "time"
+
+// recentMax is how many recent closes and waits a route remembers for Stats
+// and the status page.
+const recentMax = 16
+
+// ClosedConn is one recent connection close of a route, as Stats report it.
+type ClosedConn struct {
+	At     time.Time
+	Reason CloseReason
+	Age    time.Duration // since the connection was started
+	Served int           // requests it carried
+}
+
+// Wait is one recent lease that had to wait in a route's queue.
+type Wait struct {
+	At       time.Time // when it was granted
+	Waited   time.Duration
+	QueuePos int // position on arrival, 1 = first in line
+}
+
+// ring keeps the last recentMax values; a plain value owned by one actor.
+type ring[T any] struct {
+	buf  [recentMax]T
+	next int
+	n    int
+}
+
+func (r *ring[T]) add(v T) {
+	r.buf[r.next] = v
+	r.next = (r.next + 1) % recentMax
+	if r.n < recentMax {
+		r.n++
+	}
+}
+
+// list returns the values, newest first, in a new slice.
+func (r *ring[T]) list() []T {
+	out := make([]T, 0, r.n)
+	for i := 1; i <= r.n; i++ {
+		out = append(out, r.buf[(r.next-i+recentMax)%recentMax])
+	}
+	return out
+}

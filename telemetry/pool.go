@@ -1,0 +1,124 @@
+package telemetry
+
+import (
+	"context"
+	"iter"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The hooks below are called by route actors inside Receive: they only add to
+// instruments and write debug logs, and never block.
+
+// ConnOpened records a connection of route name (for logs) whose dial succeeded
+// after took.
+func (r *Route) ConnOpened(name string, id uint64, took time.Duration) {
+	if r == nil {
+		return
+	}
+	r.t.opened.Add(background, 1, r.opt)
+	r.t.dialDuration.Record(background, took.Seconds(), r.opt)
+	if r.t.log.Enabled(background, slog.LevelDebug) {
+		r.t.log.LogAttrs(background, slog.LevelDebug, "connactor: connection opened",
+			slog.String("route", name), slog.Uint64("conn", id), slog.Duration("dial", took))
+	}
+}
+
+// DialFailed records a dial of route name that failed after took.
+func (r *Route) DialFailed(name string, err error, took time.Duration) {
+	if r == nil {
+		return
+	}
+	r.t.dialErrors.Add(background, 1, r.opt)
+	if r.t.log.Enabled(background, slog.LevelWarn) {
+		r.t.log.LogAttrs(background, slog.LevelWarn, "connactor: dial failed",
+			slog.String("route", name), slog.Duration("took", took), slog.Any("err", err))
+	}
+}
+
+// ConnClosed records the close of an open connection of route name: reason is
+// one of actors' CloseReason values, age the time since the connection was
+// started, served the number of requests it carried.
+func (r *Route) ConnClosed(name string, id uint64, reason string, age time.Duration, served int) {
+	if r == nil {
+		return
+	}
+	r.t.closed.Add(background, 1, r.closeOpt(reason))
+	r.t.connDuration.RecordSet(background, age.Seconds(), r.attrs)
+	level := slog.LevelDebug
+	if reason == "error" {
+		level = slog.LevelWarn
+	}
+	if r.t.log.Enabled(background, level) {
+		r.t.log.LogAttrs(background, level, "connactor: connection closed",
+			slog.String("route", name), slog.Uint64("conn", id), slog.String("reason", reason),
+			slog.Duration("age", age), slog.Int("served", served))
+	}
+}
+
+// LeaseGranted records how long a lease waited (0 when a connection was idle).
+func (r *Route) LeaseGranted(waited time.Duration) {
+	if r == nil {
+		return
+	}
+	r.t.leaseWait.Record(background, waited.Seconds(), r.opt)
+}
+
+// RouteReading is one route's counters as its actor published them.
+type RouteReading struct {
+	Route                 *Route
+	Active, Idle, Pending int64
+}
+
+// RegisterPool registers the callback of the pool gauges
+// (http.client.open_connections by http.connection.state, connactor.lease.pending,
+// connactor.admission.pending). routes yields every live route's published
+// counters and admission returns the number of requests queued for admission;
+// both run on the meter's collection goroutine and must read atomics only,
+// never message or lock an actor. Routes to the same destination (other
+// identities or proxies) are summed. Close unregisters the callback.
+func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func() int64) error {
+	if t == nil {
+		return nil
+	}
+	type sums struct{ active, idle, pending int64 }
+	cb := func(_ context.Context, o metric.Observer) error {
+		by := map[*Route]*sums{}
+		var order []*Route
+		for rr := range routes {
+			if rr.Route == nil {
+				continue
+			}
+			s := by[rr.Route]
+			if s == nil {
+				s = &sums{}
+				by[rr.Route] = s
+				order = append(order, rr.Route)
+			}
+			s.active += rr.Active
+			s.idle += rr.Idle
+			s.pending += rr.Pending
+		}
+		for _, r := range order {
+			s := by[r]
+			o.ObserveInt64(t.openConns.Inst(), s.active, metric.WithAttributeSet(r.active))
+			o.ObserveInt64(t.openConns.Inst(), s.idle, metric.WithAttributeSet(r.idle))
+			o.ObserveInt64(t.leasePending, s.pending, r.opt)
+		}
+		o.ObserveInt64(t.admitPending, admission())
+		return nil
+	}
+	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reg != nil {
+		t.reg.Unregister()
+	}
+	t.reg = reg
+	return nil
+}

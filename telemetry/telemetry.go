@@ -1,0 +1,271 @@
+// Package telemetry is the only package of connactor that creates OpenTelemetry
+// instruments and spans. The client front door starts one Request per HTTP
+// request (a client span following the HTTP semantic conventions, the request
+// metrics); route actors call the hooks of their Route (connections opened and
+// closed with their reason, lease waits); the pool gauges read counters the
+// actors publish, never the actors themselves.
+//
+// Everything here is safe for concurrent use, never blocks, and costs next to
+// nothing when the providers are no-ops: a nil *Telemetry, *Route or *Request
+// is valid and does nothing, and the front door gets a nil *Request when neither
+// tracing nor request metrics are enabled.
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/httpconv"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// ScopeName is the instrumentation scope of connactor's tracer and meter.
+const ScopeName = "github.com/connactor/connactor"
+
+// Names of connactor's own instruments (the HTTP ones use the semantic
+// conventions' names: http.client.request.duration, http.client.active_requests,
+// http.client.open_connections, http.client.connection.duration).
+const (
+	MetricLeaseWait      = "connactor.lease.wait.duration"      // histogram, s: time from lease request to grant
+	MetricLeasePending   = "connactor.lease.pending"            // gauge: requests queued for a connection, per route
+	MetricLeaseTimeouts  = "connactor.lease.timeouts"           // counter: requests that gave up after LeaseTimeout
+	MetricAdmitPending   = "connactor.admission.pending"        // gauge: requests queued under MaxConcurrentRequests
+	MetricConnOpened     = "connactor.connection.opened"        // counter: connections dialed successfully
+	MetricConnClosed     = "connactor.connection.closed"        // counter by connactor.connection.close_reason
+	MetricDialErrors     = "connactor.connection.dial_errors"   // counter: dials that failed
+	MetricDialDuration   = "connactor.connection.dial.duration" // histogram, s: TCP connect plus tunnel and TLS
+	MetricRequestRetries = "connactor.request.retries"          // counter: replays on a fresh connection
+)
+
+// Attribute keys and span event names of connactor's own.
+const (
+	AttrCloseReason = attribute.Key("connactor.connection.close_reason")
+	AttrWait        = attribute.Key("connactor.lease.wait.duration")  // seconds
+	AttrQueuePos    = attribute.Key("connactor.lease.queue_position") // 1 = first in line
+	AttrIdleTime    = attribute.Key("connactor.connection.idle_time") // seconds
+	AttrDial        = attribute.Key("connactor.dial.duration")        // seconds
+	AttrConnect     = attribute.Key("connactor.dial.connect.duration")
+	AttrTLS         = attribute.Key("connactor.tls.duration")
+
+	EventPoolWait = "connactor.pool.wait"
+	EventDial     = "connactor.dial"
+	EventTLS      = "connactor.tls_handshake"
+	EventReused   = "connactor.connection.reused"
+	EventRetry    = "connactor.retry"
+)
+
+// Config says where telemetry goes. Zero fields mean the OpenTelemetry globals.
+type Config struct {
+	TracerProvider trace.TracerProvider          // nil = otel.GetTracerProvider()
+	MeterProvider  metric.MeterProvider          // nil = otel.GetMeterProvider()
+	Propagator     propagation.TextMapPropagator // nil = otel.GetTextMapPropagator()
+	Logger         *slog.Logger                  // nil = slog.Default()
+}
+
+// Telemetry holds a client's tracer, instruments and logger. Make one with New;
+// the nil *Telemetry records nothing.
+type Telemetry struct {
+	log    *slog.Logger
+	tracer trace.Tracer // nil when the provider is a known no-op
+	prop   propagation.TextMapPropagator
+	meter  metric.Meter
+
+	reqDuration  httpconv.ClientRequestDuration
+	active       httpconv.ClientActiveRequests
+	connDuration httpconv.ClientConnectionDuration
+	openConns    httpconv.ClientOpenConnectionsObservable
+	leaseWait    metric.Float64Histogram
+	dialDuration metric.Float64Histogram
+	leasePending metric.Int64ObservableUpDownCounter
+	admitPending metric.Int64ObservableUpDownCounter
+	leaseTimeout metric.Int64Counter
+	opened       metric.Int64Counter
+	closed       metric.Int64Counter
+	dialErrors   metric.Int64Counter
+	retries      metric.Int64Counter
+
+	routes sync.Map // routeID -> *Route
+
+	mu  sync.Mutex
+	reg metric.Registration // the pool gauges' callback, once registered
+}
+
+// Bucket boundaries (seconds) of the lease wait histogram: most leases are
+// served in microseconds; waits that matter are milliseconds to seconds.
+var leaseWaitBuckets = []float64{0, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// New creates the tracer and the instruments. An instrument the meter refuses is
+// replaced by a no-op and the error is logged; New itself does not fail.
+func New(cfg Config) *Telemetry {
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	t := &Telemetry{log: cfg.Logger, prop: cfg.Propagator}
+	switch cfg.TracerProvider.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		// Known to record nothing: skip span creation altogether.
+	default:
+		t.tracer = cfg.TracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))
+	}
+	m := cfg.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	t.meter = m
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	t.reqDuration, err = httpconv.NewClientRequestDuration(m)
+	check(err)
+	t.active, err = httpconv.NewClientActiveRequests(m)
+	check(err)
+	t.connDuration, err = httpconv.NewClientConnectionDuration(m)
+	check(err)
+	t.openConns, err = httpconv.NewClientOpenConnectionsObservable(m)
+	check(err)
+	t.leaseWait, err = m.Float64Histogram(MetricLeaseWait, metric.WithUnit("s"),
+		metric.WithDescription("Time a request waited for a pooled connection (0 when one was idle)."),
+		metric.WithExplicitBucketBoundaries(leaseWaitBuckets...))
+	check(err)
+	t.dialDuration, err = m.Float64Histogram(MetricDialDuration, metric.WithUnit("s"),
+		metric.WithDescription("Time to open a connection: TCP connect, proxy tunnel and TLS handshake."),
+		metric.WithExplicitBucketBoundaries(leaseWaitBuckets...))
+	check(err)
+	t.leasePending, err = m.Int64ObservableUpDownCounter(MetricLeasePending, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests waiting in a route's queue for a connection."))
+	check(err)
+	t.admitPending, err = m.Int64ObservableUpDownCounter(MetricAdmitPending, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests waiting for admission under MaxConcurrentRequests."))
+	check(err)
+	t.leaseTimeout, err = m.Int64Counter(MetricLeaseTimeouts, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests that found no connection within LeaseTimeout."))
+	check(err)
+	t.opened, err = m.Int64Counter(MetricConnOpened, metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections opened."))
+	check(err)
+	t.closed, err = m.Int64Counter(MetricConnClosed, metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections closed, by reason."))
+	check(err)
+	t.dialErrors, err = m.Int64Counter(MetricDialErrors, metric.WithUnit("{connection}"),
+		metric.WithDescription("Dials that failed."))
+	check(err)
+	t.retries, err = m.Int64Counter(MetricRequestRetries, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests replayed on a fresh connection after a re-used one failed."))
+	check(err)
+	for _, err := range errs {
+		t.log.Warn("connactor: telemetry instrument refused", "err", err)
+	}
+	// A refused instrument is left nil by the meter's contract in some SDKs:
+	// fall back to no-ops so that hooks never check.
+	noop := metricnoop.Meter{}
+	if t.leaseWait == nil {
+		t.leaseWait, _ = noop.Float64Histogram("")
+	}
+	if t.dialDuration == nil {
+		t.dialDuration, _ = noop.Float64Histogram("")
+	}
+	if t.leasePending == nil {
+		t.leasePending, _ = noop.Int64ObservableUpDownCounter("")
+	}
+	if t.admitPending == nil {
+		t.admitPending, _ = noop.Int64ObservableUpDownCounter("")
+	}
+	for _, c := range []*metric.Int64Counter{&t.leaseTimeout, &t.opened, &t.closed, &t.dialErrors, &t.retries} {
+		if *c == nil {
+			*c, _ = noop.Int64Counter("")
+		}
+	}
+	return t
+}
+
+// Close unregisters the pool gauges' callback (so the meter provider no longer
+// reads a closed client). Safe to call more than once, and on nil.
+func (t *Telemetry) Close() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reg == nil {
+		return nil
+	}
+	err := t.reg.Unregister()
+	t.reg = nil
+	return err
+}
+
+type routeID struct{ scheme, host, port string }
+
+// Route is the telemetry of one destination (scheme, host, port): its attribute
+// set is computed once and shared by every route actor and request going there.
+// The nil *Route records nothing.
+type Route struct {
+	t         *Telemetry
+	scheme    string
+	address   string
+	port      int
+	attrs     attribute.Set // server.address, server.port, url.scheme
+	kv        []attribute.KeyValue
+	active    attribute.Set // attrs + http.connection.state=active
+	idle      attribute.Set // attrs + http.connection.state=idle
+	opt       metric.MeasurementOption
+	byClose   sync.Map // reason -> metric.MeasurementOption
+	durations sync.Map // durationKey -> metric.MeasurementOption
+}
+
+// Route returns the Route of scheme://host:port (port in decimal), creating it
+// on first use. It is cheap after the first call (one map lookup) and safe for
+// concurrent use. A nil t returns nil.
+func (t *Telemetry) Route(scheme, host, port string) *Route {
+	if t == nil {
+		return nil
+	}
+	id := routeID{scheme, host, port}
+	if r, ok := t.routes.Load(id); ok {
+		return r.(*Route)
+	}
+	p, _ := strconv.Atoi(port)
+	kv := []attribute.KeyValue{
+		semconv.ServerAddress(host),
+		semconv.ServerPort(p),
+		semconv.URLScheme(scheme),
+	}
+	r := &Route{t: t, scheme: scheme, address: host, port: p, kv: kv, attrs: attribute.NewSet(kv...)}
+	r.active = attribute.NewSet(append(kv[:len(kv):len(kv)], t.openConns.AttrConnectionState(httpconv.ConnectionStateActive))...)
+	r.idle = attribute.NewSet(append(kv[:len(kv):len(kv)], t.openConns.AttrConnectionState(httpconv.ConnectionStateIdle))...)
+	r.opt = metric.WithAttributeSet(r.attrs)
+	v, _ := t.routes.LoadOrStore(id, r)
+	return v.(*Route)
+}
+
+// closeOpt returns the measurement option of the route's attributes plus the
+// close reason, built once per reason.
+func (r *Route) closeOpt(reason string) metric.MeasurementOption {
+	if v, ok := r.byClose.Load(reason); ok {
+		return v.(metric.MeasurementOption)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(append(r.kv[:len(r.kv):len(r.kv)], AttrCloseReason.String(reason))...))
+	v, _ := r.byClose.LoadOrStore(reason, opt)
+	return v.(metric.MeasurementOption)
+}
+
+var background = context.Background()

@@ -1,0 +1,263 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/baggage"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var discard = slog.New(slog.DiscardHandler)
+
+func noopTelemetry() *Telemetry {
+	return New(Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: discard})
+}
+
+func sdkTelemetry(t testing.TB) (*Telemetry, *tracetest.SpanRecorder, *sdkmetric.ManualReader) {
+	sr := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { tp.Shutdown(context.Background()); mp.Shutdown(context.Background()) })
+	return New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}), sr, reader
+}
+
+func TestNilTelemetryRouteAndRequestRecordNothing(t *testing.T) {
+	var tel *Telemetry
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	out, r := tel.StartRequest(context.Background(), req, "http", "example.test", "80")
+	if out != req || r != nil {
+		t.Fatal("a nil Telemetry started a request")
+	}
+	r.LeaseGranted(LeaseInfo{QueuePos: 1})
+	r.Retry(errors.New("x"))
+	r.LeaseTimedOut(time.Second)
+	r.Responded(&http.Response{StatusCode: 200})
+	r.ExchangeDone()
+	r.Failed(errors.New("x"))
+	rt := tel.Route("http", "example.test", "80")
+	if rt != nil {
+		t.Fatal("a nil Telemetry made a Route")
+	}
+	rt.ConnOpened("r", 1, time.Millisecond)
+	rt.ConnClosed("r", 1, "idle_expiry", time.Second, 1)
+	rt.DialFailed("r", errors.New("x"), time.Millisecond)
+	rt.LeaseGranted(time.Millisecond)
+	if err := tel.RegisterPool(nil, nil); err != nil || tel.Close() != nil {
+		t.Fatal("nil Telemetry returned errors")
+	}
+}
+
+func TestNoopProvidersCostNoAllocationPerRequest(t *testing.T) {
+	tel := noopTelemetry()
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		out, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
+		r.LeaseGranted(LeaseInfo{Reused: true})
+		r.Responded(&http.Response{StatusCode: 200})
+		r.ExchangeDone()
+		if out != req || r != nil {
+			t.Fatal("no-op telemetry started a request")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per request with no-op providers, want 0", allocs)
+	}
+}
+
+func TestStartRequestInjectsIntoACopyAndLeavesTheCallersRequestAlone(t *testing.T) {
+	tel, sr, _ := sdkTelemetry(t)
+	req, _ := http.NewRequest(http.MethodPost, "http://user:secret@example.test:8080/a?sig=abc&x=1", nil)
+	req.Header.Set("X-Mine", "1")
+	m, _ := baggage.NewMember("k", "v")
+	bag, _ := baggage.New(m)
+	ctx := baggage.ContextWithBaggage(context.Background(), bag)
+	out, r := tel.StartRequest(ctx, req, "http", "example.test", "8080")
+	if out == req {
+		t.Fatal("headers were not injected into a copy")
+	}
+	if req.Header.Get("Traceparent") != "" || len(req.Header) != 1 {
+		t.Fatalf("the caller's headers changed: %v", req.Header)
+	}
+	if out.Header.Get("Traceparent") == "" || out.Header.Get("X-Mine") != "1" {
+		t.Fatalf("the copy's headers: %v", out.Header)
+	}
+	r.Failed(&net.OpError{Op: "dial", Err: errors.New("refused")})
+	spans := sr.Ended()
+	if len(spans) != 1 || spans[0].Name() != "POST" {
+		t.Fatalf("spans: %v", spans)
+	}
+	for _, kv := range spans[0].Attributes() {
+		if kv.Key == "url.full" && kv.Value.AsString() != "http://REDACTED:REDACTED@example.test:8080/a?sig=REDACTED&x=1" {
+			t.Errorf("url.full = %q", kv.Value.AsString())
+		}
+		if kv.Key == "error.type" && kv.Value.AsString() != "*net.OpError" {
+			t.Errorf("error.type = %q", kv.Value.AsString())
+		}
+	}
+}
+
+func TestMethodsOutsideTheStandardOnesAreReportedAsOther(t *testing.T) {
+	for in, want := range map[string]string{"": "GET", "GET": "GET", "PATCH": "PATCH", "QUERY": "QUERY",
+		"get": "_OTHER", "PURGE": "_OTHER"} {
+		if got := normMethod(in); got != want {
+			t.Errorf("normMethod(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "slow" }
+func (timeoutErr) Timeout() bool { return true }
+
+func TestErrorTypesAreLowCardinality(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{context.Canceled, "canceled"},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
+		{fmt.Errorf("lease: %w", timeoutErr{}), "timeout"},
+		{&url.Error{Op: "Get", Err: io.EOF}, "*url.Error"},
+		{fmt.Errorf("wrapped: %w", os.ErrPermission), "*errors.errorString"},
+	} {
+		if got := errorType(c.err); got != c.want {
+			t.Errorf("errorType(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}
+
+func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
+	tel, _, reader := sdkTelemetry(t)
+	a := tel.Route("http", "example.test", "80")
+	b := tel.Route("https", "example.test", "443")
+	if tel.Route("http", "example.test", "80") != a {
+		t.Fatal("Route is not cached")
+	}
+	readings := []RouteReading{
+		{Route: a, Active: 1, Idle: 2, Pending: 3},
+		{Route: a, Active: 1, Idle: 0, Pending: 1}, // another identity, same destination
+		{Route: b, Active: 5, Idle: 0, Pending: 0},
+	}
+	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
+		for _, r := range readings {
+			if !yield(r) {
+				return
+			}
+		}
+	}, func() int64 { return 7 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		s, ok := m.Data.(metricdata.Sum[int64])
+		if !ok {
+			continue
+		}
+		for _, dp := range s.DataPoints {
+			port, _ := dp.Attributes.Value("server.port")
+			state, _ := dp.Attributes.Value("http.connection.state")
+			got[fmt.Sprintf("%s %d %s", m.Name, port.AsInt64(), state.AsString())] = dp.Value
+		}
+	}
+	want := map[string]int64{
+		"http.client.open_connections 80 active":  2,
+		"http.client.open_connections 80 idle":    2,
+		"http.client.open_connections 443 active": 5,
+		"http.client.open_connections 443 idle":   0,
+		MetricLeasePending + " 80 ":               4,
+		MetricLeasePending + " 443 ":              0,
+		MetricAdmitPending + " 0 ":                7,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	if err := tel.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rm = metricdata.ResourceMetrics{}
+	reader.Collect(context.Background(), &rm)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == MetricAdmitPending {
+				t.Error("the pool gauges are still read after Close")
+			}
+		}
+	}
+}
+
+func TestConnectionHooksCountByReason(t *testing.T) {
+	tel, _, reader := sdkTelemetry(t)
+	r := tel.Route("http", "example.test", "80")
+	r.ConnOpened("http://example.test:80", 1, time.Millisecond)
+	r.ConnOpened("http://example.test:80", 2, time.Millisecond)
+	r.ConnClosed("http://example.test:80", 1, "lru_eviction", time.Second, 3)
+	r.ConnClosed("http://example.test:80", 2, "idle_expiry", time.Second, 1)
+	r.ConnClosed("http://example.test:80", 2, "idle_expiry", time.Second, 1)
+	var rm metricdata.ResourceMetrics
+	reader.Collect(context.Background(), &rm)
+	got := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name != MetricConnClosed {
+			continue
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			v, _ := dp.Attributes.Value(AttrCloseReason)
+			got[v.AsString()] = dp.Value
+		}
+	}
+	if got["lru_eviction"] != 1 || got["idle_expiry"] != 2 {
+		t.Fatalf("closes by reason: %v", got)
+	}
+}
+
+func BenchmarkRequestTelemetry(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/items", nil)
+	resp := &http.Response{StatusCode: 200}
+	run := func(b *testing.B, tel *Telemetry) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			_, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
+			r.LeaseGranted(LeaseInfo{Reused: true, IdleTime: time.Millisecond})
+			r.Responded(resp)
+			r.ExchangeDone()
+		}
+	}
+	b.Run("noop", func(b *testing.B) { run(b, noopTelemetry()) })
+	b.Run("sdk", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		defer tp.Shutdown(context.Background())
+		defer mp.Shutdown(context.Background())
+		run(b, New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}))
+	})
+}
