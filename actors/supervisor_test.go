@@ -1,0 +1,173 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sourcegraph/conc"
+
+	"github.com/connactor/connactor/route"
+)
+
+// fakeRoute stands in for a route actor: the test tells it to ask for permits,
+// to hold an idle connection (published as the route would) and to close one.
+type fakeRoute struct {
+	key    route.Key
+	sup    *actor.PID
+	pub    *RoutePublished
+	events chan string // "granted", "evict-asked"
+	idle   bool
+	self   *actor.PID
+}
+
+type askPermit struct{}
+type holdIdle struct {
+	since int64
+	done  chan struct{}
+}
+type closeOne struct{}
+
+func (f *fakeRoute) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		f.self = ctx.Self()
+	case *askPermit:
+		ctx.Send(f.sup, &PermitRequest{From: f.self})
+	case *PermitGranted:
+		f.events <- f.key.Host + " granted"
+	case *holdIdle:
+		f.idle = true
+		f.pub.Idle.Store(1)
+		f.pub.LRUIdleSince.Store(m.since)
+		close(m.done)
+	case *closeOne:
+		ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonNotReusable})
+	case *EvictIdleRequest:
+		f.events <- f.key.Host + " evict-asked"
+		if f.idle {
+			f.idle = false
+			f.pub.Idle.Store(0)
+			f.pub.LRUIdleSince.Store(0)
+			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonEvicted})
+		}
+		ctx.Send(f.sup, &EvictIdleResponse{From: f.self, Evicted: true})
+	}
+}
+
+type supHarness struct {
+	t      *testing.T
+	sys    *actor.ActorSystem
+	sup    *actor.PID
+	events chan string
+	mu     sync.Mutex
+	routes map[string]*RouteHandle
+}
+
+func newSupHarness(t *testing.T, maxTotal int) *supHarness {
+	h := &supHarness{t: t, events: make(chan string, 64), routes: map[string]*RouteHandle{}}
+	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	var wg conc.WaitGroup
+	life, cancel := context.WithCancel(context.Background())
+	cfg := &SupervisorConfig{
+		Route:                 &RouteConfig{MaxConnsPerRoute: maxTotal, Life: life, Logger: quiet, Now: time.Now},
+		MaxConnsTotal:         maxTotal,
+		MaxConcurrentRequests: 100,
+		Pub:                   &SupervisorPublished{},
+		Go:                    wg.Go,
+		Logger:                quiet,
+		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
+			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: pub, events: h.events} }
+		},
+	}
+	h.sup = h.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg)))
+	t.Cleanup(func() {
+		h.sys.Root.StopFuture(h.sup).Wait()
+		cancel()
+		wg.Wait()
+		h.sys.Shutdown()
+	})
+	return h
+}
+
+func (h *supHarness) route(name string) *actor.PID {
+	reply := make(chan RouteResponse, 1)
+	h.sys.Root.Send(h.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Reply: reply})
+	r := <-reply
+	if r.Err != nil {
+		h.t.Fatal(r.Err)
+	}
+	return r.Route.PID
+}
+
+// idle makes a fake route publish an idle connection, and waits until it has.
+func (h *supHarness) idle(pid *actor.PID, since int64) {
+	done := make(chan struct{})
+	h.sys.Root.Send(pid, &holdIdle{since: since, done: done})
+	<-done
+}
+
+func (h *supHarness) expect(want string) {
+	h.t.Helper()
+	select {
+	case got := <-h.events:
+		if got != want {
+			h.t.Fatalf("event %q, want %q", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("no event, want %q", want)
+	}
+}
+
+func (h *supHarness) nothing() {
+	h.t.Helper()
+	select {
+	case got := <-h.events:
+		h.t.Fatalf("unexpected event %q", got)
+	case <-time.After(30 * time.Millisecond):
+	}
+}
+
+func TestSupervisorStartsOneRouteActorPerRoute(t *testing.T) {
+	h := newSupHarness(t, 4)
+	a1, a2, b := h.route("a"), h.route("a"), h.route("b")
+	if a1.Id != a2.Id || a1.Id == b.Id {
+		t.Fatalf("route actors: a=%s a=%s b=%s", a1.Id, a2.Id, b.Id)
+	}
+}
+
+func TestSupervisorGrantsPermitsUpToTheTotalThenInArrivalOrder(t *testing.T) {
+	h := newSupHarness(t, 2)
+	a, b, c, d := h.route("a"), h.route("b"), h.route("c"), h.route("d")
+	h.sys.Root.Send(a, &askPermit{})
+	h.expect("a granted")
+	h.sys.Root.Send(b, &askPermit{})
+	h.expect("b granted")
+	h.sys.Root.Send(c, &askPermit{})
+	h.nothing() // total reached and nothing idle: c waits
+	h.sys.Root.Send(d, &askPermit{})
+	h.nothing()
+	h.sys.Root.Send(b, &closeOne{})
+	h.expect("c granted") // first come, first served
+	h.nothing()
+	h.sys.Root.Send(a, &closeOne{})
+	h.expect("d granted")
+}
+
+func TestSupervisorEvictsTheLeastRecentlyUsedIdleConnectionOfAnyRoute(t *testing.T) {
+	h := newSupHarness(t, 2)
+	a, b, c := h.route("a"), h.route("b"), h.route("c")
+	h.sys.Root.Send(a, &askPermit{})
+	h.expect("a granted")
+	h.sys.Root.Send(b, &askPermit{})
+	h.expect("b granted")
+	h.idle(b, 100) // b's idle connection is older than a's
+	h.idle(a, 200)
+	h.sys.Root.Send(c, &askPermit{})
+	h.expect("b evict-asked")
+	h.expect("c granted")
+	h.nothing() // a keeps its connection
+}
