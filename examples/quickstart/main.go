@@ -8,16 +8,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -27,12 +28,23 @@ import (
 )
 
 func main() {
-	routes := flag.Int("routes", 4, "local servers (routes) to start")
-	requests := flag.Int("requests", 4000, "requests to send")
-	callers := flag.Int("callers", 200, "concurrent callers")
-	perRoute := flag.Int("per-route", 4, "MaxConnsPerRoute")
-	total := flag.Int("total", 10, "MaxConnsTotal (below routes x per-route, so routes compete)")
-	flag.Parse()
+	fs := flag.NewFlagSet("quickstart", flag.ExitOnError)
+	routes := fs.Int("routes", 4, "local servers (routes) to start")
+	requests := fs.Int("requests", 4000, "requests to send")
+	callers := fs.Int("callers", 200, "concurrent callers")
+	perRoute := fs.Int("per-route", 4, "MaxConnsPerRoute")
+	total := fs.Int("total", 10, "MaxConnsTotal (below routes x per-route, so routes compete)")
+	fs.Parse(os.Args[1:])
+	if err := run(os.Stdout, *routes, *requests, *callers, *perRoute, *total); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the servers, drives the requests and writes the report to out. It
+// returns an error if a request failed or a limit was exceeded.
+func run(out io.Writer, nRoutes, nRequests, nCallers, perRouteLimit, totalLimit int) error {
+	routes, requests, callers, perRoute, total := &nRoutes, &nRequests, &nCallers, &perRouteLimit, &totalLimit
 
 	// Local servers: each counts the connections it accepts, so the limits can
 	// be checked from the outside.
@@ -47,7 +59,7 @@ func main() {
 		servers[i] = s
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
 		s.url = "http://" + ln.Addr().String()
 		hs := &http.Server{
@@ -80,7 +92,7 @@ func main() {
 		Logger:           slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	hc := &http.Client{Transport: c, Timeout: 30 * time.Second}
 
@@ -130,21 +142,21 @@ func main() {
 	elapsed := time.Since(start)
 	st := c.Stats()
 
-	fmt.Printf("connactor quickstart: %d requests from %d callers to %d local routes in %v (%.0f req/s)\n",
+	fmt.Fprintf(out, "connactor quickstart: %d requests from %d callers to %d local routes in %v (%.0f req/s)\n",
 		*requests, *callers, *routes, elapsed.Round(time.Millisecond), float64(*requests)/elapsed.Seconds())
-	fmt.Printf("limits: MaxConnsPerRoute=%d MaxConnsTotal=%d\n\n", *perRoute, *total)
-	fmt.Printf("requests ok %d, failed %d\n", int64(*requests)-failed.Load(), failed.Load())
-	fmt.Printf("connections: %d opened, %d requests on a re-used connection (%.1f%%)\n",
+	fmt.Fprintf(out, "limits: MaxConnsPerRoute=%d MaxConnsTotal=%d\n\n", *perRoute, *total)
+	fmt.Fprintf(out, "requests ok %d, failed %d\n", int64(*requests)-failed.Load(), failed.Load())
+	fmt.Fprintf(out, "connections: %d opened, %d requests on a re-used connection (%.1f%%)\n",
 		fresh.Load(), reused.Load(), 100*float64(reused.Load())/float64(max(1, reused.Load()+fresh.Load())))
 	avgWait := time.Duration(0)
 	if w := waited.Load(); w > 0 {
 		avgWait = time.Duration(waitSum.Load() / w)
 	}
-	fmt.Printf("waits: %d requests waited over 1ms for a connection (avg %v)\n", waited.Load(), avgWait.Round(10*time.Microsecond))
-	fmt.Printf("LRU evictions (an idle connection closed to make room for another route): %d\n\n", st.Evictions)
+	fmt.Fprintf(out, "waits: %d requests waited over 1ms for a connection (avg %v)\n", waited.Load(), avgWait.Round(10*time.Microsecond))
+	fmt.Fprintf(out, "LRU evictions (an idle connection closed to make room for another route): %d\n\n", st.Evictions)
 
 	sort.Slice(servers, func(i, j int) bool { return servers[i].url < servers[j].url })
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "route\topen\tleased\tidle\tpending\tmax\topened\tclosed\tleases\treuse\tevicted\tserver: accepted\tmax open\t")
 	for i, r := range st.Routes {
 		s := servers[i]
@@ -153,20 +165,26 @@ func main() {
 			100*r.ReuseRatio(), r.ClosedBy["lru_eviction"], s.accepted.Load(), s.maxOpen.Load())
 	}
 	tw.Flush()
-	fmt.Printf("\ntotal: open %d (limit %d), leased %d, idle %d, pending %d\n", st.Open, st.MaxConnsTotal, st.Leased, st.Idle, st.Pending)
+	fmt.Fprintf(out, "\ntotal: open %d (limit %d), leased %d, idle %d, pending %d\n", st.Open, st.MaxConnsTotal, st.Leased, st.Idle, st.Pending)
 
-	ok := failed.Load() == 0 && st.Leased == 0 && st.Pending == 0 && st.Open <= *total
+	var problems []string
+	if failed.Load() > 0 {
+		problems = append(problems, fmt.Sprintf("%d requests failed", failed.Load()))
+	}
+	if st.Leased != 0 || st.Pending != 0 || st.Open > *total {
+		problems = append(problems, fmt.Sprintf("pool not quiet: %+v", st))
+	}
 	for _, s := range servers {
 		if s.maxOpen.Load() > int64(*perRoute) {
-			ok = false
-			fmt.Printf("LIMIT EXCEEDED: %s saw %d connections at once\n", s.url, s.maxOpen.Load())
+			problems = append(problems, fmt.Sprintf("LIMIT EXCEEDED: %s saw %d connections at once", s.url, s.maxOpen.Load()))
 		}
 	}
 	if err := c.Shutdown(context.Background()); err != nil {
-		log.Fatal(err)
+		return err
 	}
-	if !ok {
-		os.Exit(1)
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
 	}
-	fmt.Println("all limits held; pool shut down cleanly")
+	fmt.Fprintln(out, "all limits held; pool shut down cleanly")
+	return nil
 }
