@@ -73,6 +73,7 @@ func New(cfg Config) (*Client, error) {
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
 		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
+		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
 		DialContext:            cfg.DialContext,
 		Go:                     c.wg.Go,
 		Logger:                 cfg.Logger,
