@@ -45,8 +45,8 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 // machinery (RFC 9112 framing, chunked bodies, trailers). The request is written
 // on this goroutine, unless it expects 100-continue (see expectation). It fires
 // the httptrace hooks of the request's context that belong to the exchange:
-// WroteHeaderField and WroteHeaders (from Request.Write), Wait100Continue,
-// WroteRequest, GotFirstResponseByte, Got100Continue and Got1xxResponse.
+// WroteHeaderField, WroteHeaders and WroteRequest (from Request.Write),
+// Wait100Continue, GotFirstResponseByte, Got100Continue and Got1xxResponse.
 func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	req := m.Req
 	if c.nc == nil || c.broken {
@@ -75,7 +75,7 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	if c.opt.ExpectContinueTimeout > 0 && expectsContinue(req) {
 		ex = c.startExpect(req, trace, dl)
 	} else {
-		if err := c.writeRequest(req, trace); err != nil {
+		if err := c.writeRequest(req); err != nil {
 			return c.abort(m, dl, nil, "write", err)
 		}
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
@@ -100,14 +100,13 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	return resp, nil
 }
 
-// writeRequest writes req on this goroutine and flushes it.
-func (c *Actor) writeRequest(req *http.Request, trace *httptrace.ClientTrace) error {
+// writeRequest writes req on this goroutine and flushes it. Request.Write fires
+// WroteHeaderField, WroteHeaders and WroteRequest itself (before the final flush,
+// as in net/http's transport).
+func (c *Actor) writeRequest(req *http.Request) error {
 	err := req.Write(c.bw)
 	if err == nil {
 		err = c.bw.Flush()
-	}
-	if trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
 	}
 	return err
 }

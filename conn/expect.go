@@ -87,16 +87,12 @@ func (c *Actor) startExpect(req *http.Request, trace *httptrace.ClientTrace, dl 
 	r.Body = gb
 	bw, rht := c.bw, c.opt.ResponseHeaderTimeout
 	c.opt.Go(func() { // owned by the client's WaitGroup; ends when the request is written or the socket fails
-		err := r.Write(bw)
+		err := r.Write(bw) // fires WroteHeaders and WroteRequest
 		if err == nil {
 			err = bw.Flush()
 		}
-		traceErr := err
 		if gb.skipped {
-			err, traceErr = errBodyNotSent, nil // as net/http: the write "succeeded" without its body
-		}
-		if trace != nil && trace.WroteRequest != nil {
-			trace.WroteRequest(httptrace.WroteRequestInfo{Err: traceErr})
+			err = errBodyNotSent
 		}
 		if err == nil {
 			dl.startHeaderTimeout(rht)
