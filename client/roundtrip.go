@@ -23,7 +23,9 @@ import (
 // the head arrives, req's context ends, or Config.LeaseTimeout passes while
 // waiting for a connection. A request that fails on a re-used connection before
 // any response byte is retried once on a new connection when replaying it is
-// safe. Safe for concurrent use.
+// safe (see replayable). Errors say whether the request may have reached the
+// server (see errors.go). A body that is neither read to EOF nor closed holds
+// its connection: Stats counts it as leased. Safe for concurrent use.
 //
 // Per request it sends three messages: a lease to the route actor (answered on
 // a buffered channel), the exchange to the connection actor (run on this
