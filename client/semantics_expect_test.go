@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -145,4 +146,36 @@ func TestExpectContinueTimeoutSendsBodyAnyway(t *testing.T) {
 	h.mustGet("/next", "ok")
 	wantLog(t, h.srv.requestLog(), "c1 PUT /upload", "c1 GET /next")
 	h.settle()
+}
+
+// The server answers 100 and then its final response at once, while the request
+// body (a pipe nobody writes to) blocks the writer: the response ends the
+// exchange, the body is closed to free the writer, and Close does not hang.
+func TestExpectContinueWriterBlockedOnBodyEndsWithTheResponse(t *testing.T) {
+	h := newHarness(t, Config{ExpectContinueTimeout: time.Minute}, func(c *rawConn) {
+		if _, err := c.readHead(); err != nil {
+			return
+		}
+		c.write("HTTP/1.1 100 Continue\r\n\r\n" + okResponse)
+		c.drainUntilClosed()
+	})
+	pr, pw := io.Pipe()
+	req := h.newRequest("PUT", "/stream", pr)
+	req.ContentLength = 10
+	req.Header.Set("Expect", "100-continue")
+	resp, body, err := h.do(req)
+	if err != nil || resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("PUT with a stalled body: %v %q %v", resp, body, err)
+	}
+	if _, err := pw.Write([]byte("late")); !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("writing the request body after the exchange: %v; want the body closed", err)
+	}
+	h.settle()
+	closed := make(chan error, 1)
+	go func() { closed <- h.c.Close() }() // owned by this test, which waits below
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung on the request writer")
+	}
 }

@@ -134,6 +134,9 @@ func (b *body) finish(ok bool) {
 	if !ok {
 		b.c.broken = true
 		b.c.nc.Close()
+		if b.ex != nil {
+			b.ex.stop()
+		}
 	}
 	b.done(ok && b.reusable, b.idle)
 }

@@ -184,6 +184,9 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation
 	}
 	c.broken = true
 	c.nc.Close()
+	if ex != nil {
+		ex.stop()
+	}
 	return nil, &ExchangeError{Op: op, Written: c.wr.n.Load() > 0, GotByte: c.rd.n > 0, Reused: m.Reused, Err: err}
 }
 

@@ -24,6 +24,9 @@ type expectation struct {
 	once  sync.Once
 	gate  chan bool  // cap 1: whether to send the body, sent once
 	wrote chan error // cap 1: the writer's result
+	body  io.Closer  // the caller's request body
+
+	stopOnce sync.Once
 
 	// Read by the response side only (the exchange, then its body).
 	got bool
@@ -60,6 +63,21 @@ func (e *expectation) waitWritten(d time.Duration) bool {
 	return e.err == nil
 }
 
+// stop makes a writer that is still running end soon: the caller closes the
+// socket, and this closes the request body, which ends a Read blocked on it (an
+// io.Pipe, say), as net/http does when a request fails. It never blocks.
+func (e *expectation) stop() {
+	if e.got {
+		return
+	}
+	select {
+	case e.err = <-e.wrote:
+		e.got = true
+	default:
+		e.stopOnce.Do(func() { e.body.Close() })
+	}
+}
+
 // writeErr returns the writer's error if it already failed on its own (not
 // because the body was held back). It never blocks.
 func (e *expectation) writeErr() error {
@@ -81,7 +99,7 @@ func (e *expectation) writeErr() error {
 // write fails before the response head arrived, the socket is closed so that the
 // response side stops waiting.
 func (c *Actor) startExpect(req *http.Request, trace *httptrace.ClientTrace, dl *exchangeDeadlines) *expectation {
-	e := &expectation{gate: make(chan bool, 1), wrote: make(chan error, 1)}
+	e := &expectation{gate: make(chan bool, 1), wrote: make(chan error, 1), body: req.Body}
 	gb := &gatedBody{rc: req.Body, e: e, trace: trace, timeout: c.opt.ExpectContinueTimeout}
 	r := *req // shallow copy: the caller's request is left as it was
 	r.Body = gb
