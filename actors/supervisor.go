@@ -221,7 +221,9 @@ func (s *Supervisor) onPermitRequest(ctx actor.Context, m *PermitRequest) {
 	}
 	s.permitN++
 	s.permits.Push(s.permitN, m.From)
-	s.cfg.Pub.PermitWaiters.Store(int64(s.permits.Len()))
+	// grantPermits publishes PermitWaiters once it has granted what it can:
+	// publishing the request first would tell routes, for a moment, that someone
+	// waits for room, and they would close idle connections for nothing.
 	s.grantPermits(ctx)
 }
 

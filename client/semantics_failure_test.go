@@ -107,7 +107,7 @@ func TestServerClosingIdleConnectionIsNoticedBeforeReuse(t *testing.T) {
 	}
 	wantLog(t, h.srv.requestLog(), "c1 GET /1", "c2 GET /2")
 	if n := h.closedBy("server_close"); n != 1 {
-		t.Errorf("closed after the server's close: %d, want 1", n)
+		t.Errorf("closed after the server's close: %d, want 1 (%+v)", n, h.c.Stats().Routes)
 	}
 	h.settle()
 }

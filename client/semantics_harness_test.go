@@ -3,13 +3,11 @@ package client
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/textproto"
 	"os"
 	"strings"
@@ -279,7 +277,7 @@ func (h *harness) mustGet(path, want string) {
 		h.t.Fatalf("GET %s: %v", path, err)
 	}
 	if resp.StatusCode != 200 || body != want {
-		h.t.Fatalf("GET %s: %d %q, want 200 %q", path, resp.StatusCode, clip(body), clip(want))
+		h.t.Fatalf("GET %s: %d %q, want 200 %q (pool: %+v)", path, resp.StatusCode, clip(body), clip(want), h.c.Stats().Routes)
 	}
 }
 
@@ -335,68 +333,6 @@ func wantLog(t *testing.T, got []string, want ...string) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("server saw %q, want %q", got, want)
 	}
-}
-
-// traceLog records httptrace hooks in order.
-type traceLog struct {
-	mu      sync.Mutex
-	events  []string
-	gotConn []httptrace.GotConnInfo
-}
-
-func (l *traceLog) add(format string, args ...any) {
-	l.mu.Lock()
-	l.events = append(l.events, fmt.Sprintf(format, args...))
-	l.mu.Unlock()
-}
-
-func (l *traceLog) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.events...)
-}
-
-func (l *traceLog) conns() []httptrace.GotConnInfo {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]httptrace.GotConnInfo(nil), l.gotConn...)
-}
-
-// trace returns a ClientTrace with every hook net/http fires, recording into l.
-func (l *traceLog) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GetConn: func(string) { l.add("GetConn") },
-		GotConn: func(i httptrace.GotConnInfo) {
-			l.mu.Lock()
-			l.gotConn = append(l.gotConn, i)
-			l.mu.Unlock()
-			l.add("GotConn reused=%v wasIdle=%v", i.Reused, i.WasIdle)
-		},
-		PutIdleConn:          func(err error) { l.add("PutIdleConn err=%v", err) },
-		GotFirstResponseByte: func() { l.add("GotFirstResponseByte") },
-		Got100Continue:       func() { l.add("Got100Continue") },
-		Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
-			l.add("Got1xxResponse %d", code)
-			return nil
-		},
-		DNSStart:          func(httptrace.DNSStartInfo) { l.add("DNSStart") },
-		DNSDone:           func(httptrace.DNSDoneInfo) { l.add("DNSDone") },
-		ConnectStart:      func(network, _ string) { l.add("ConnectStart %s", network) },
-		ConnectDone:       func(network, _ string, err error) { l.add("ConnectDone %s err=%v", network, err) },
-		TLSHandshakeStart: func() { l.add("TLSHandshakeStart") },
-		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
-			l.add("TLSHandshakeDone err=%v", err)
-		},
-		WroteHeaderField: func(string, []string) {},
-		WroteHeaders:     func() { l.add("WroteHeaders") },
-		Wait100Continue:  func() { l.add("Wait100Continue") },
-		WroteRequest:     func(i httptrace.WroteRequestInfo) { l.add("WroteRequest err=%v", i.Err) },
-	}
-}
-
-// traced returns req with the recording trace in its context.
-func (l *traceLog) traced(req *http.Request) *http.Request {
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), l.trace()))
 }
 
 // quietLogger logs warnings and errors only (protoactor logs every system start).
