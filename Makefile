@@ -16,6 +16,15 @@ vet:
 demo:
 	$(GO) run ./examples/quickstart
 
+## fuzz: a short run of each fuzz target (FUZZTIME each); seed corpora run with every `make test`
+FUZZTIME ?= 10s
+FUZZ_CONN = FuzzParseKeepAlive FuzzReusable FuzzExchange
+fuzz:
+	@for f in $(FUZZ_CONN); do \
+		echo "fuzz ./conn $$f ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./conn || exit 1; \
+	done
+
 ## bench: Go micro-benchmarks (connactor vs net/http in the same run)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

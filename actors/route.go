@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
@@ -326,12 +327,25 @@ func (r *Route) onPermitGranted(ctx actor.Context) {
 	}
 	r.nextID++
 	id := r.nextID
-	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.cfg.Life))
+	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
 	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
 	r.dialing++
 	r.publish()
+}
+
+// dialLife is the context of the next dial: the client's lifetime, carrying the
+// httptrace hooks of the waiter the dial is for (the oldest one that no dial in
+// progress covers yet), so that ConnectStart, TLSHandshakeStart and friends reach
+// the request that caused the dial, as in net/http.
+func (r *Route) dialLife() context.Context {
+	i := 0
+	_, w, ok := r.waiters.Find(func(*LeaseRequest) bool { i++; return i > r.dialing })
+	if !ok || w.Trace == nil {
+		return r.cfg.Life
+	}
+	return httptrace.WithClientTrace(r.cfg.Life, w.Trace)
 }
 
 func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {

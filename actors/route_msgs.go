@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"net/http/httptrace"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,11 +12,15 @@ import (
 // on Reply (cap 1): a grant, a rejection, or, after a LeaseCancel that found the
 // request still queued, the cancellation's error. Waiters are served in arrival
 // order. Fresh asks for a connection that has served no request yet (the one
-// retry after a stale re-used connection).
+// retry after a stale re-used connection). Trace, when set, receives the
+// ConnectStart/ConnectDone and TLSHandshakeStart/Done hooks of a dial made for
+// this request (the dial runs in the connection actor, outside the caller's
+// context).
 type LeaseRequest struct {
 	ID    uint64
 	Fresh bool
 	Reply chan LeaseResponse
+	Trace *httptrace.ClientTrace
 }
 
 // LeaseResponse answers a LeaseRequest: a Lease, or an error (ErrRouteClosed,

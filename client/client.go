@@ -80,6 +80,7 @@ func New(cfg Config) (*Client, error) {
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
 		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
+		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
 		DialContext:            cfg.DialContext,
 		ProxyCredentials:       creds,
 		Go:                     c.wg.Go,

@@ -7,49 +7,75 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// ErrLeaseTimeout is returned (wrapped) when no connection could be leased within
-// Config.LeaseTimeout. The request was not sent. It is a net.Error whose
-// Timeout() is true.
+// Errors of RoundTrip fall in two families that callers can tell apart with
+// errors.Is, whatever else the error wraps:
+//
+//   - errors.Is(err, ErrNotSent): no byte of the request reached a server (the
+//     request was refused, waited in vain for a connection, the dial failed, or
+//     the pooled connection was found dead before writing). Sending it again is
+//     safe, whatever its method.
+//   - errors.Is(err, ErrOutcomeUnknown): (part of) the request was written and no
+//     complete response head came back. The server may have acted on it; only an
+//     idempotent request should be sent again.
+//
+// ErrClosed is the one exception: it is returned as is (nothing was sent).
+// Causes are kept: errors.As(err, new(*net.OpError)), errors.Is(err,
+// context.DeadlineExceeded) and errors.As(err, new(*ExchangeError)) work through
+// the wrapping. Errors that happen while reading a response body are the body's
+// own (io.ErrUnexpectedEOF, the context's error, ...).
+
+// ErrLeaseTimeout is returned (wrapped, with ErrNotSent) when no connection could
+// be leased, or the request not admitted under MaxConcurrentRequests, within
+// Config.LeaseTimeout. It is a net.Error whose Timeout() is true.
 var ErrLeaseTimeout error = &timeoutError{"connactor: timed out waiting for a pooled connection"}
 
 // ErrClosed is returned by every call on a client that is closed or shutting
-// down, and by requests that were waiting when it closed.
+// down, and by requests that were waiting when it closed. It is returned
+// unwrapped.
 var ErrClosed = errors.New("connactor: client closed")
 
 // ErrNotSent marks failures that happened before any byte of the request was
-// written: the server cannot have seen it, and replaying it is safe.
+// written: the server cannot have seen it, and replaying it is safe. Test with
+// errors.Is; the error also wraps the cause.
 var ErrNotSent = conn.ErrNotSent
 
 // ErrOutcomeUnknown marks failures after (part of) the request was written and
 // before a complete response head arrived: the server may have acted on it.
+// Test with errors.Is; the error also wraps the cause (a *net.OpError, io.EOF,
+// ErrResponseHeaderTimeout, the context's error, ...).
 var ErrOutcomeUnknown = conn.ErrOutcomeUnknown
 
 // ErrStaleConn is returned (with ErrNotSent) when a pooled connection turned out
-// to be closed by the server and the request could not be retried.
+// to be closed by the server, or to carry bytes nobody asked for, as it was
+// leased, and the request could not be retried (the one retry was spent).
 var ErrStaleConn = conn.ErrStaleConn
 
-// ErrResponseHeaderTooLarge is returned when the response head exceeds
-// Config.MaxResponseHeaderBytes; the connection is discarded.
+// ErrResponseHeaderTooLarge is returned (with ErrOutcomeUnknown) when the
+// response head exceeds Config.MaxResponseHeaderBytes. The reading stops at the
+// limit and the connection is discarded.
 var ErrResponseHeaderTooLarge = conn.ErrResponseHeaderTooLarge
 
-// ErrResponseHeaderTimeout is returned when the response head did not arrive
-// within Config.ResponseHeaderTimeout. It is a net.Error whose Timeout() is true.
+// ErrResponseHeaderTimeout is returned (with ErrOutcomeUnknown) when the response
+// head did not arrive within Config.ResponseHeaderTimeout after the request was
+// written. It is a net.Error whose Timeout() is true.
 var ErrResponseHeaderTimeout = conn.ErrResponseHeaderTimeout
 
-// ErrInvalidRequest is returned (wrapped with the detail) for requests that are
-// refused before anything is written: nil request or URL, missing host, invalid
-// method, header names or values with CR, LF or other invalid bytes.
+// ErrInvalidRequest is returned (wrapped with the detail, and with ErrNotSent)
+// for requests refused before anything is written: nil request or URL, invalid
+// method or Host, header names or values with CR, LF or other invalid bytes.
 var ErrInvalidRequest = errors.New("connactor: invalid request")
 
-// ErrUnsupportedScheme is returned (wrapped) for URL schemes other than http and https.
+// ErrUnsupportedScheme is returned (wrapped, with ErrNotSent) for URL schemes
+// other than http and https.
 var ErrUnsupportedScheme = route.ErrUnsupportedScheme
 
 // ErrInvalidConfig is returned (wrapped with the detail) by New for a Config it
 // refuses.
 var ErrInvalidConfig = errors.New("connactor: invalid config")
 
-// ExchangeError is the type of transport failures on a connection; see
-// conn.ExchangeError. errors.As(err, new(*client.ExchangeError)) gives the detail.
+// ExchangeError is the type of transport failures on a connection, dials
+// included (Op "dial"); see conn.ExchangeError. errors.As(err,
+// new(*client.ExchangeError)) gives how far the exchange got.
 type ExchangeError = conn.ExchangeError
 
 // ProxyConnectError is returned (wrapped) when the proxy refuses a CONNECT
@@ -63,3 +89,12 @@ type timeoutError struct{ msg string }
 func (e *timeoutError) Error() string   { return e.msg }
 func (e *timeoutError) Timeout() bool   { return true }
 func (e *timeoutError) Temporary() bool { return true }
+
+// notSentError marks err as a failure before anything was sent. It keeps err's
+// message and chain: errors.Is finds both err's sentinels and ErrNotSent.
+type notSentError struct{ err error }
+
+func notSent(err error) error { return &notSentError{err} }
+
+func (e *notSentError) Error() string   { return e.err.Error() }
+func (e *notSentError) Unwrap() []error { return []error{e.err, ErrNotSent} }

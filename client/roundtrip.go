@@ -24,7 +24,9 @@ import (
 // the head arrives, req's context ends, or Config.LeaseTimeout passes while
 // waiting for a connection. A request that fails on a re-used connection before
 // any response byte is retried once on a new connection when replaying it is
-// safe. Safe for concurrent use.
+// safe (see replayable). Errors say whether the request may have reached the
+// server (see errors.go). A body that is neither read to EOF nor closed holds
+// its connection: Stats counts it as leased. Safe for concurrent use.
 //
 // Per request it sends three messages: a lease to the route actor (answered on
 // a buffered channel), the exchange to the connection actor (run on this
@@ -32,7 +34,7 @@ import (
 func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := validate(req); err != nil {
 		closeBody(req)
-		return nil, err
+		return nil, notSent(err)
 	}
 	if c.closing.Load() {
 		closeBody(req)
@@ -42,7 +44,7 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := route.FromRequest(req, IdentityFrom(ctx), c.routeOpt)
 	if err != nil {
 		closeBody(req)
-		return nil, fmt.Errorf("connactor: %w", err)
+		return nil, notSent(fmt.Errorf("connactor: %w", err))
 	}
 	// The span covers admission, the lease and the exchange; out is req, or a
 	// copy carrying the propagator's headers.
@@ -77,7 +79,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(key.Addr())
 		}
-		h, lease, err := c.lease(ctx, key, fresh)
+		h, lease, err := c.lease(ctx, key, fresh, trace)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -129,7 +131,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 // lease obtains a connection of route key from its route actor, waiting in the
 // route's FIFO queue if need be. A caller that gives up (context, LeaseTimeout,
 // Close) sends a LeaseCancel; a grant that crossed it is returned to the pool.
-func (c *Client) lease(ctx context.Context, key route.Key, fresh bool) (*actors.RouteHandle, actors.Lease, error) {
+func (c *Client) lease(ctx context.Context, key route.Key, fresh bool, trace *httptrace.ClientTrace) (*actors.RouteHandle, actors.Lease, error) {
 	var timeout <-chan time.Time
 	if c.cfg.LeaseTimeout > 0 {
 		t := time.NewTimer(c.cfg.LeaseTimeout)
@@ -143,15 +145,15 @@ func (c *Client) lease(ctx context.Context, key route.Key, fresh bool) (*actors.
 		}
 		id := c.nextID.Add(1)
 		reply := make(chan actors.LeaseResponse, 1)
-		c.sys.Root.Send(h.PID, &actors.LeaseRequest{ID: id, Fresh: fresh, Reply: reply})
+		c.sys.Root.Send(h.PID, &actors.LeaseRequest{ID: id, Fresh: fresh, Reply: reply, Trace: trace})
 		var cancelErr error
 		var r actors.LeaseResponse
 		select {
 		case r = <-reply:
 		case <-ctx.Done():
-			cancelErr = ctx.Err()
+			cancelErr = notSent(ctx.Err())
 		case <-timeout:
-			cancelErr = fmt.Errorf("%w after %v on %s", ErrLeaseTimeout, c.cfg.LeaseTimeout, key)
+			cancelErr = notSent(fmt.Errorf("%w after %v on %s", ErrLeaseTimeout, c.cfg.LeaseTimeout, key))
 		case <-c.closedCh:
 			return nil, actors.Lease{}, ErrClosed
 		}
@@ -176,10 +178,10 @@ func (c *Client) lease(ctx context.Context, key route.Key, fresh bool) (*actors.
 			if tries < 3 {
 				continue // the route actor stopped (it failed): a new one is started
 			}
-			return nil, actors.Lease{}, fmt.Errorf("connactor: route %s keeps failing: %w", key, r.Err)
+			return nil, actors.Lease{}, notSent(fmt.Errorf("connactor: route %s keeps failing: %w", key, r.Err))
 		}
 		if r.Err != nil {
-			return nil, actors.Lease{}, fmt.Errorf("connactor: dial %s: %w", key, r.Err)
+			return nil, actors.Lease{}, &ExchangeError{Op: "dial", Err: fmt.Errorf("%s: %w", key, r.Err)}
 		}
 		return h, r.Lease, nil
 	}
@@ -204,7 +206,7 @@ func (c *Client) routeHandle(ctx context.Context, key route.Key) (*actors.RouteH
 		c.routes.Store(key, r.Route)
 		return r.Route, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, notSent(ctx.Err())
 	case <-c.closedCh:
 		return nil, ErrClosed
 	}
@@ -233,9 +235,9 @@ func (c *Client) admit(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		cancelErr = ctx.Err()
+		cancelErr = notSent(ctx.Err())
 	case <-timeout:
-		cancelErr = fmt.Errorf("%w after %v waiting for admission (MaxConcurrentRequests %d)", ErrLeaseTimeout, c.cfg.LeaseTimeout, c.cfg.MaxConcurrentRequests)
+		cancelErr = notSent(fmt.Errorf("%w after %v waiting for admission (MaxConcurrentRequests %d)", ErrLeaseTimeout, c.cfg.LeaseTimeout, c.cfg.MaxConcurrentRequests))
 	case <-c.closedCh:
 		return ErrClosed
 	}
@@ -254,44 +256,6 @@ func (c *Client) unadmit() {
 	if c.pub.Unadmit() {
 		c.sys.Root.Send(c.sup, &actors.AdmitWake{})
 	}
-}
-
-// replayable decides whether a request that failed on a re-used connection may
-// be sent again on a new one, and returns the request to send: nothing was
-// written, or the method is idempotent (RFC 9110 section 9.2.2) or the request
-// carries an Idempotency-Key; and its body can be replayed (none, or GetBody).
-// A request whose response had started is never replayed.
-func replayable(req *http.Request, err error) (*http.Request, bool) {
-	var ee *conn.ExchangeError
-	if !errors.As(err, &ee) || ee.GotByte || req.Context().Err() != nil {
-		return nil, false
-	}
-	if ee.Written && !idempotent(req) {
-		return nil, false
-	}
-	if req.Body == nil || req.Body == http.NoBody {
-		return req, true
-	}
-	if req.GetBody == nil {
-		return nil, false
-	}
-	body, gerr := req.GetBody()
-	if gerr != nil {
-		return nil, false
-	}
-	next := *req
-	next.Body = body
-	return &next, true
-}
-
-func idempotent(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	_, k1 := req.Header["Idempotency-Key"]
-	_, k2 := req.Header["X-Idempotency-Key"]
-	return k1 || k2
 }
 
 // validate refuses, before anything is written, requests net/http's writer would

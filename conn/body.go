@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"context"
 	"errors"
 	"io"
 	"sync"
@@ -16,22 +15,37 @@ const (
 	maxDrainTime  = 50 * time.Millisecond
 )
 
+// maxWriteWait is how long the end of a response waits for a request write still
+// running on its own goroutine ("Expect: 100-continue") before giving up on the
+// connection, as net/http's maxWriteWaitBeforeConnReuse.
+const maxWriteWait = 50 * time.Millisecond
+
 // body streams a response body from the connection and ends the exchange exactly
-// once: at EOF, on a read error, or on Close. Read and Close are safe for
-// concurrent use (Close waits for a blocked Read; the request context's end
-// interrupts it).
+// once: at EOF, on a read error, or on Close.
+//
+// A body that is never read to its end nor closed holds its connection: the
+// route counts it as leased (Stats.Leased) and no other request can use it.
+//
+// Read and Close are safe for concurrent use. A Close that finds a Read blocked
+// on the socket interrupts it (the Read returns errBodyClosed) and the connection
+// is discarded, as closing a net/http body from another goroutine does; the end
+// of the request's context interrupts a blocked Read too.
 type body struct {
-	mu        sync.Mutex
-	c         *Actor // lent: only its socket and reader are used
-	ctx       context.Context
+	mu        sync.Mutex // serializes Read and Close
+	c         *Actor     // lent: only its socket and reader are used
 	rc        io.ReadCloser
+	dl        *exchangeDeadlines
+	ex        *expectation // non-nil when the request was written on its own goroutine
 	done      func(reusable bool, idle time.Duration)
 	reusable  bool
 	idle      time.Duration
-	stopCtx   func() bool
 	remaining int64 // Content-Length minus bytes read; -1 when unknown
 	finished  bool
 	err       error // returned by reads after the end
+
+	ioMu        sync.Mutex // guards inRead and interrupted, never held during I/O
+	inRead      bool
+	interrupted bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -43,15 +57,30 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 		return 0, b.err
 	}
+	b.ioMu.Lock()
+	b.inRead = true
+	b.ioMu.Unlock()
 	n, err := b.rc.Read(p)
+	b.ioMu.Lock()
+	b.inRead = false
+	interrupted := b.interrupted
+	b.ioMu.Unlock()
 	if b.remaining > 0 {
 		b.remaining -= int64(n)
 	}
 	switch {
+	case interrupted:
+		// Close ran while this Read was blocked and set a past deadline on the
+		// socket: whatever the read returned, the connection is done for.
+		b.err = errBodyClosed
+		b.finish(false)
+		if err == nil || err == io.EOF || isTimeout(err) {
+			err = errBodyClosed
+		}
 	case err == io.EOF:
 		b.finish(true)
 	case err != nil:
-		if ctxErr := b.ctx.Err(); ctxErr != nil {
+		if ctxErr := b.dl.ctxErr(); ctxErr != nil {
 			err = ctxErr
 		}
 		b.err = err
@@ -60,7 +89,18 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close ends the exchange. It returns at once when the rest of the body is known
+// to exceed maxDrainBytes (the connection is closed); otherwise it reads and
+// discards the rest for at most maxDrainBytes and maxDrainTime, and re-uses the
+// connection if the body ended within them. It always returns nil.
 func (b *body) Close() error {
+	b.ioMu.Lock()
+	if b.inRead {
+		b.interrupted = true
+		b.dl.interrupt()
+	}
+	b.ioMu.Unlock()
+
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finished {
@@ -71,7 +111,7 @@ func (b *body) Close() error {
 		b.finish(false)
 		return nil
 	}
-	b.c.nc.SetReadDeadline(time.Now().Add(maxDrainTime))
+	b.dl.setRead(time.Now().Add(maxDrainTime))
 	n, err := io.CopyN(io.Discard, b.rc, maxDrainBytes+1)
 	b.finish(err == io.EOF && n <= maxDrainBytes)
 	return nil
@@ -80,18 +120,23 @@ func (b *body) Close() error {
 // errBodyClosed is returned by reads after Close, as net/http's bodies do.
 var errBodyClosed = errors.New("connactor: read on closed response body")
 
-// finish ends the exchange: it stops the context watch and reports whether the
-// connection may be re-used. Called with mu held (or before the body is shared).
+// finish ends the exchange: it stops the context watch, waits (briefly) for a
+// request write still running, and reports whether the connection may be re-used.
+// Called with mu held (or before the body is shared).
 func (b *body) finish(ok bool) {
 	b.finished = true
-	if b.stopCtx != nil && !b.stopCtx() {
-		ok = false // the context ended: a past deadline was set on the socket
+	if !b.dl.release() {
+		ok = false // the context ended or a Close interrupted: a past deadline is on the socket
 	}
-	if ok {
-		b.c.nc.SetDeadline(time.Time{})
-	} else {
+	if ok && b.ex != nil {
+		ok = b.ex.waitWritten(maxWriteWait)
+	}
+	if !ok {
 		b.c.broken = true
 		b.c.nc.Close()
+		if b.ex != nil {
+			b.ex.stop()
+		}
 	}
 	b.done(ok && b.reusable, b.idle)
 }

@@ -37,6 +37,7 @@ type Options struct {
 	TLSHandshakeTimeout    time.Duration // 0 = bounded by DialTimeout only
 	ResponseHeaderTimeout  time.Duration // 0 = none
 	MaxResponseHeaderBytes int64         // > 0
+	ExpectContinueTimeout  time.Duration // wait for 100 Continue before a body; 0 = send at once
 
 	// DialContext dials TCP; nil uses a net.Dialer. Tests use it to count dials.
 	// Through a proxy it dials the proxy.

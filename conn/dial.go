@@ -38,23 +38,15 @@ func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
 // alpnHTTP11 is the ALPN list of every handshake; shared, never modified.
 var alpnHTTP11 = []string{"http/1.1"}
 
+// dialTCP dials addr. The ConnectStart/ConnectDone (and DNS) hooks of a
+// ClientTrace in ctx are fired by net.Dialer itself, per address tried, as in
+// net/http: httptrace.WithClientTrace installs them where the dialer looks.
 func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
-	trace := httptrace.ContextClientTrace(ctx)
-	if trace != nil && trace.ConnectStart != nil {
-		trace.ConnectStart("tcp", addr)
-	}
-	var nc net.Conn
-	var err error
 	if opt.DialContext != nil {
-		nc, err = opt.DialContext(ctx, "tcp", addr)
-	} else {
-		var d net.Dialer
-		nc, err = d.DialContext(ctx, "tcp", addr)
+		return opt.DialContext(ctx, "tcp", addr)
 	}
-	if trace != nil && trace.ConnectDone != nil {
-		trace.ConnectDone("tcp", addr, err)
-	}
-	return nc, err
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // handshake runs the TLS client handshake over nc for serverName, advertising

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // onExchange serves the lease holder's ExchangeRequest on its own goroutine. A
@@ -36,98 +41,53 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 	m.Reply <- ExchangeResponse{Resp: resp}
 }
 
+// exchange writes the request and reads the response head with net/http's own
+// machinery (RFC 9112 framing, chunked bodies, trailers). The request is written
+// on this goroutine, unless it expects 100-continue (see expectation). It fires
+// the httptrace hooks of the request's context that belong to the exchange:
+// WroteHeaderField, WroteHeaders and WroteRequest (from Request.Write),
+// Wait100Continue, GotFirstResponseByte, Got100Continue and Got1xxResponse.
 func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	req := m.Req
-	fail := func(op string, err error) (*http.Response, error) {
-		c.broken = true
-		c.nc.Close()
-		return nil, &ExchangeError{Op: op, Written: c.wr.n > 0, GotByte: c.rd.n > 0, Reused: m.Reused, Err: err}
-	}
 	if c.nc == nil || c.broken {
 		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}
 	}
+	ctx := req.Context()
+	if err := ctx.Err(); err != nil {
+		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: err}
+	}
 	if err := c.stopWatch(); err != nil {
-		return fail("write", fmt.Errorf("%w: %v", ErrStaleConn, err))
+		c.broken = true
+		c.nc.Close()
+		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
 	}
 	c.served++
-	c.wr.n, c.rd.n = 0, 0
+	c.wr.n.Store(0)
+	c.rd.n = 0
 
 	// The request's context bounds the whole exchange, body included: when it
 	// ends, a past deadline interrupts whatever I/O is blocked.
-	ctx := req.Context()
-	var stopCtx func() bool
-	if ctx.Done() != nil {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		nc := c.nc
-		stopCtx = context.AfterFunc(ctx, func() { nc.SetDeadline(aLongTimeAgo) })
-	}
-	ctxErr := func(err error) error {
-		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("%w (%v)", cerr, err)
-		}
-		return err
-	}
+	dl := &exchangeDeadlines{nc: c.nc, ctx: ctx}
+	dl.watch()
 	trace := httptrace.ContextClientTrace(ctx)
 
-	if err := c.writeRequest(req); err != nil { // origin- or absolute-form (proxy.go)
-		stopAfter(stopCtx)
-		return fail("write", ctxErr(err))
-	}
-	if err := c.bw.Flush(); err != nil {
-		stopAfter(stopCtx)
-		return fail("write", ctxErr(err))
-	}
-	if trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{})
+	var ex *expectation
+	if c.opt.ExpectContinueTimeout > 0 && expectsContinue(req) {
+		ex = c.startExpect(req, trace, dl)
+	} else {
+		if err := c.writeRequest(req); err != nil {
+			return c.abort(m, dl, nil, "write", err)
+		}
+		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
 	}
 
-	if c.opt.ResponseHeaderTimeout > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(c.opt.ResponseHeaderTimeout))
+	resp, err := c.readHead(req, trace, ex)
+	if err != nil {
+		return c.abort(m, dl, ex, "read", err)
 	}
-	var resp *http.Response
-	for {
-		c.rd.limit = c.opt.MaxResponseHeaderBytes
-		r, err := http.ReadResponse(c.br, req)
-		if err != nil {
-			switch {
-			case errors.Is(err, errHeaderLimit) || c.rd.limit == 0:
-				err = fmt.Errorf("%w (limit %d bytes)", ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes)
-			case isTimeout(err) && ctx.Err() == nil && c.opt.ResponseHeaderTimeout > 0:
-				err = ErrResponseHeaderTimeout
-			}
-			stopAfter(stopCtx)
-			return fail("read", ctxErr(err))
-		}
-		if c.rd.n > 0 && trace != nil && trace.GotFirstResponseByte != nil && resp == nil {
-			trace.GotFirstResponseByte()
-		}
-		// 1xx informational responses (100 Continue, 103 Early Hints) precede the
-		// final response on the same connection (RFC 9110 section 15.2); 101
-		// switches protocols and is final.
-		if r.StatusCode >= 100 && r.StatusCode < 200 && r.StatusCode != http.StatusSwitchingProtocols {
-			if trace != nil && trace.Got1xxResponse != nil {
-				if err := trace.Got1xxResponse(r.StatusCode, textproto.MIMEHeader(r.Header)); err != nil {
-					stopAfter(stopCtx)
-					return fail("read", err)
-				}
-			}
-			if r.StatusCode == http.StatusContinue && trace != nil && trace.Got100Continue != nil {
-				trace.Got100Continue()
-			}
-			resp = r
-			continue
-		}
-		resp = r
-		break
-	}
-	c.rd.limit = -1
-	if c.opt.ResponseHeaderTimeout > 0 {
-		c.nc.SetReadDeadline(time.Time{})
-	}
+	dl.endHead()
 	reusable, idle := Reusable(req, resp)
-	b := &body{c: c, ctx: ctx, rc: resp.Body, done: m.Done, reusable: reusable, idle: idle, stopCtx: stopCtx,
+	b := &body{c: c, rc: resp.Body, dl: dl, ex: ex, done: m.Done, reusable: reusable, idle: idle,
 		remaining: resp.ContentLength}
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		// No body (HEAD, 204, 304, Content-Length: 0): the exchange is over now.
@@ -140,15 +100,203 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	return resp, nil
 }
 
-func stopAfter(stop func() bool) {
-	if stop != nil {
-		stop()
+// writeRequest writes req on this goroutine and flushes it. Request.Write fires
+// WroteHeaderField, WroteHeaders and WroteRequest itself (before the final flush,
+// as in net/http's transport).
+func (c *Actor) writeRequest(req *http.Request) error {
+	err := c.writeForm(req) // origin- or absolute-form (proxy.go)
+	if err == nil {
+		err = c.bw.Flush()
 	}
+	return err
+}
+
+// readHead reads the response head: it skips 1xx informational responses
+// (100 Continue, 103 Early Hints; RFC 9110 section 15.2) to the final one, 101
+// Switching Protocols being final. MaxResponseHeaderBytes bounds all the heads
+// together, unless the caller sees each 1xx through Got1xxResponse, in which
+// case each head gets the full budget (as net/http does).
+func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *expectation) (*http.Response, error) {
+	limit := c.opt.MaxResponseHeaderBytes
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	c.rd.limit = limit
+	defer func() { c.rd.limit = -1 }()
+	if _, err := c.br.Peek(1); err != nil {
+		return nil, err
+	}
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		trace.GotFirstResponseByte()
+	}
+	for {
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			return nil, err
+		}
+		code := resp.StatusCode
+		if code < 100 {
+			return nil, fmt.Errorf("malformed HTTP status code %q", resp.Status)
+		}
+		if code == http.StatusContinue && ex != nil {
+			if trace != nil && trace.Got100Continue != nil {
+				trace.Got100Continue()
+			}
+			ex.decide(true)
+		}
+		if code > 199 || code == http.StatusSwitchingProtocols {
+			if ex != nil {
+				// A final status without 100 Continue: send the body anyway if the
+				// connection stays open (the server reads and discards it, RFC 9110
+				// section 10.1.1), skip it if the connection closes (net/http's rule).
+				ex.decide(!resp.Close && !req.Close)
+			}
+			return resp, nil
+		}
+		if trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
+				return nil, err
+			}
+			c.rd.limit = limit
+		}
+	}
+}
+
+// abort ends a failed exchange: the connection is closed and the error says how
+// far the exchange got.
+func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation, op string, err error) (*http.Response, error) {
+	ctxEnded := !dl.release()
+	if ex != nil {
+		ex.decide(false)
+		if werr := ex.writeErr(); werr != nil {
+			op, err = "write", werr // the write failed first; the read failed because of it
+		}
+	}
+	switch {
+	case errors.Is(err, errHeaderLimit):
+		err = fmt.Errorf("%w (limit %d bytes)", ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes)
+	case ctxEnded && dl.ctx.Err() != nil:
+		err = fmt.Errorf("%w (%w)", dl.ctx.Err(), err)
+	case op == "read" && isTimeout(err) && c.opt.ResponseHeaderTimeout > 0:
+		err = fmt.Errorf("%w after %v", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout)
+	case op == "read" && c.rd.n == 0 && errors.Is(err, io.EOF):
+		err = fmt.Errorf("server closed the connection without answering: %w", err)
+	}
+	c.broken = true
+	c.nc.Close()
+	if ex != nil {
+		ex.stop()
+	}
+	return nil, &ExchangeError{Op: op, Written: c.wr.n.Load() > 0, GotByte: c.rd.n > 0, Reused: m.Reused, Err: err}
+}
+
+// exchangeDeadlines serializes the socket deadlines of one exchange, which are
+// set from several goroutines: the request context's end (a past deadline that
+// nothing clears afterwards), the response header timeout (set by the writer,
+// cleared when the head is read), a Close interrupting a blocked Read, and the
+// body drain.
+type exchangeDeadlines struct {
+	nc   net.Conn
+	ctx  context.Context
+	stop func() bool // stops the context watch; nil when the context cannot end
+
+	mu       sync.Mutex
+	dead     bool // a past deadline is set for good
+	headDone bool // the final head was read: the header timeout no longer applies
+}
+
+// watch makes the end of the context interrupt the exchange's I/O.
+func (d *exchangeDeadlines) watch() {
+	if d.ctx.Done() != nil {
+		d.stop = context.AfterFunc(d.ctx, d.interrupt)
+	}
+}
+
+// interrupt sets a past deadline for good: blocked reads and writes return.
+func (d *exchangeDeadlines) interrupt() {
+	d.mu.Lock()
+	d.dead = true
+	d.nc.SetDeadline(aLongTimeAgo)
+	d.mu.Unlock()
+}
+
+func (d *exchangeDeadlines) setRead(t time.Time) {
+	d.mu.Lock()
+	if !d.dead {
+		d.nc.SetReadDeadline(t)
+	}
+	d.mu.Unlock()
+}
+
+// startHeaderTimeout starts ResponseHeaderTimeout once the request is written.
+func (d *exchangeDeadlines) startHeaderTimeout(timeout time.Duration) {
+	if timeout <= 0 {
+		return
+	}
+	d.mu.Lock()
+	if !d.dead && !d.headDone {
+		d.nc.SetReadDeadline(time.Now().Add(timeout))
+	}
+	d.mu.Unlock()
+}
+
+// endHead clears the header timeout: the body is bounded by the context only.
+func (d *exchangeDeadlines) endHead() {
+	d.mu.Lock()
+	d.headDone = true
+	if !d.dead {
+		d.nc.SetReadDeadline(time.Time{})
+	}
+	d.mu.Unlock()
+}
+
+// writeFailed closes the socket if the final response head has not arrived:
+// the request is broken, and the response side must stop waiting for an answer.
+func (d *exchangeDeadlines) writeFailed() {
+	d.mu.Lock()
+	if !d.headDone {
+		d.nc.Close()
+	}
+	d.mu.Unlock()
+}
+
+// ctxErr returns the context's error if the context's end interrupted the I/O.
+func (d *exchangeDeadlines) ctxErr() error {
+	d.mu.Lock()
+	dead := d.dead
+	d.mu.Unlock()
+	if dead {
+		return d.ctx.Err()
+	}
+	return nil
+}
+
+// release stops the context watch and clears the deadlines. It reports false
+// when a past deadline was set (the context ended or a Close interrupted a
+// read): the connection must then be closed.
+func (d *exchangeDeadlines) release() bool {
+	if d.stop != nil && !d.stop() {
+		return false // the watch ran, or is running: its deadline may land at any time
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead {
+		return false
+	}
+	d.nc.SetDeadline(time.Time{})
+	return true
+}
+
+// expectsContinue reports whether req waits for 100 Continue before its body.
+func expectsContinue(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody &&
+		httpguts.HeaderValuesContainsToken(req.Header["Expect"], "100-continue")
 }
 
 // countingReader sits under the connection's bufio.Reader: it counts response
 // bytes and, while limit >= 0, refuses to read more than limit bytes (the
-// response header budget, as net/http's persistConn.readLimit).
+// response header budget, as net/http's persistConn.readLimit). Only the
+// goroutine reading the response uses it.
 type countingReader struct {
 	r     io.Reader
 	n     int64 // bytes read in the current exchange
@@ -173,14 +321,15 @@ func (r *countingReader) Read(p []byte) (int, error) {
 }
 
 // countingWriter sits under the connection's bufio.Writer and counts bytes that
-// reached the socket: zero means a replay cannot duplicate anything.
+// reached the socket: zero means a replay cannot duplicate anything. n is read
+// by the response side while a request is written on its own goroutine.
 type countingWriter struct {
 	w io.Writer
-	n int64
+	n atomic.Int64
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	n, err := w.w.Write(p)
-	w.n += int64(n)
+	w.n.Add(int64(n))
 	return n, err
 }

@@ -3,15 +3,17 @@ package conn
 import (
 	"net/http"
 	"net/textproto"
-	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // keepAliveMargin is how much earlier than the server's announced Keep-Alive
 // timeout a connection is retired, so that the client never sends on a socket the
 // server is closing at that very moment (golang/go#15508 is net/http ignoring the
-// header; the race it causes is golang/go#22158).
+// header; the race it causes is golang/go#22158): a tenth of the timeout, at
+// least 100ms.
 func keepAliveMargin(d time.Duration) time.Duration {
 	m := d / 10
 	if m < 100*time.Millisecond {
@@ -20,21 +22,36 @@ func keepAliveMargin(d time.Duration) time.Duration {
 	return m
 }
 
+// maxKeepAliveNumber clamps the numbers of a Keep-Alive header: large enough for
+// any real timeout (68 years in seconds), small enough that a Duration of that
+// many seconds does not overflow.
+const maxKeepAliveNumber = 1<<31 - 1
+
 // Reusable decides, once the exchange of req and resp has finished cleanly,
-// whether the connection may serve another request (RFC 9112 section 9.3 and 9.6),
-// and for how long the server is willing to keep it idle (0 = not announced).
-// It does not consider the body: a body that was not read to its end is the
-// caller's business (see Body). It is a pure function.
+// whether the connection may serve another request (RFC 9112 sections 9.3 and
+// 9.6), and for how long the server is willing to keep it idle (0 = not
+// announced). It does not consider the body: a body that was not read to its end
+// is the body's business (see body.Close). It is a pure function, safe for
+// concurrent use.
 //
-// Not re-usable: "Connection: close" from either side (req.Close, resp.Close);
-// HTTP/1.0 without keep-alive and bodies delimited by the connection's close
-// (http.ReadResponse reports both as resp.Close); protocol switches (101);
-// "Keep-Alive: timeout=0" or "max=0".
+// Not re-usable: "Connection: close" from either side (req.Close, resp.Close, or
+// the token in the request's Connection header); HTTP/1.0 without keep-alive and
+// bodies delimited by the connection's close (http.ReadResponse reports both as
+// resp.Close); a major version other than 1; protocol switches (101) and
+// established CONNECT tunnels, after which the bytes are no longer HTTP/1.1;
+// "Keep-Alive: max=0"; a Keep-Alive timeout too short to leave any idle time.
+//
+// "Keep-Alive: timeout=N" (RFC 2068 section 19.7.1.1, still sent by nginx,
+// Apache httpd and many proxies) caps the idle time at N seconds less a margin,
+// so that the pool retires the connection a little before the server closes it.
 func Reusable(req *http.Request, resp *http.Response) (ok bool, idle time.Duration) {
-	if req.Close || resp.Close || resp.StatusCode == http.StatusSwitchingProtocols {
+	if req.Close || resp.Close || resp.ProtoMajor != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
 		return false, 0
 	}
-	if hasToken(req.Header["Connection"], "close") {
+	if req.Method == http.MethodConnect && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return false, 0
+	}
+	if httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close") {
 		return false, 0
 	}
 	ka := resp.Header["Keep-Alive"]
@@ -48,9 +65,6 @@ func Reusable(req *http.Request, resp *http.Response) (ok bool, idle time.Durati
 	if !hasTimeout {
 		return true, 0
 	}
-	if timeout <= 0 {
-		return false, 0
-	}
 	d := time.Duration(timeout) * time.Second
 	d -= keepAliveMargin(d)
 	if d <= 0 {
@@ -59,10 +73,12 @@ func Reusable(req *http.Request, resp *http.Response) (ok bool, idle time.Durati
 	return true, d
 }
 
-// ParseKeepAlive parses the Keep-Alive header values (RFC 2068 section 19.7.1.1,
-// still sent by Apache httpd, nginx and many proxies): a comma-separated list of
-// parameters, of which "timeout" and "max" are understood. Malformed parameters
-// are ignored; numbers are clamped to [0, 1<<31). It is a pure function.
+// ParseKeepAlive parses the values of Keep-Alive headers (RFC 2068 section
+// 19.7.1.1): comma-separated parameters, of which "timeout" and "max" are
+// understood, names case-insensitive, values plain or quoted decimal numbers.
+// Malformed parameters are ignored; numbers are clamped to [0, 1<<31-1]; a
+// parameter given twice keeps its smallest value (the server's strictest word).
+// It is a pure function, safe for concurrent use, and allocates nothing.
 func ParseKeepAlive(values []string) (timeout, max int, hasTimeout, hasMax bool) {
 	for _, v := range values {
 		for len(v) > 0 {
@@ -73,48 +89,49 @@ func ParseKeepAlive(values []string) (timeout, max int, hasTimeout, hasMax bool)
 				continue
 			}
 			name = textproto.TrimString(name)
-			val = strings.Trim(textproto.TrimString(val), `"`)
-			n, ok := parseNonNegative(val)
+			val = textproto.TrimString(val)
+			if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+				val = val[1 : len(val)-1]
+			}
+			n, ok := parseDecimal(val)
 			if !ok {
 				continue
 			}
 			switch {
 			case strings.EqualFold(name, "timeout"):
-				timeout, hasTimeout = n, true
+				if !hasTimeout || n < timeout {
+					timeout = n
+				}
+				hasTimeout = true
 			case strings.EqualFold(name, "max"):
-				max, hasMax = n, true
+				if !hasMax || n < max {
+					max = n
+				}
+				hasMax = true
 			}
 		}
 	}
 	return
 }
 
-func parseNonNegative(s string) (int, bool) {
-	if s == "" || len(s) > 12 {
-		if len(s) > 12 && strings.Trim(s, "0123456789") == "" {
-			return 1<<31 - 1, true
+// parseDecimal parses a non-empty string of ASCII digits, clamping it to
+// maxKeepAliveNumber. Signs, spaces and anything else make it fail.
+func parseDecimal(s string) (int, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
 		}
-		return 0, false
+		if n <= maxKeepAliveNumber {
+			n = n*10 + int(c-'0')
+		}
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	if n > 1<<31-1 {
-		n = 1<<31 - 1
+	if n > maxKeepAliveNumber {
+		n = maxKeepAliveNumber
 	}
 	return n, true
-}
-
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for len(v) > 0 {
-			var t string
-			t, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(textproto.TrimString(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -149,7 +149,7 @@ func (f forwardDialer) DialContext(ctx context.Context, _, addr string) (net.Con
 // writeRequest writes req on the connection's buffered writer: in origin-form,
 // or in absolute-form when the connection goes to an HTTP proxy that forwards
 // each request itself.
-func (c *Actor) writeRequest(req *http.Request) error {
+func (c *Actor) writeForm(req *http.Request) error {
 	if c.key.AbsoluteForm() {
 		return c.writeAbsolute(req)
 	}

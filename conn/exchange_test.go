@@ -1,0 +1,208 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/route"
+)
+
+// connFixture runs one connection actor, dialed to a local listener, under a
+// parent actor that forwards what the connection reports.
+type connFixture struct {
+	sys     *actor.ActorSystem
+	conn    *actor.PID
+	server  net.Conn // the accepted side
+	dialed  chan *Dialed
+	broken  chan *IdleBroken
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+	opt     *Options
+	release chan releaseResult
+}
+
+type releaseResult struct {
+	reusable bool
+	idle     time.Duration
+}
+
+func newConnFixture(t *testing.T) *connFixture {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	f := &connFixture{dialed: make(chan *Dialed, 1), broken: make(chan *IdleBroken, 1), release: make(chan releaseResult, 4)}
+	f.opt = &Options{DialTimeout: 5 * time.Second, MaxResponseHeaderBytes: 1 << 20, ExpectContinueTimeout: time.Second,
+		Go: func(fn func()) {
+			f.wg.Add(1)
+			go func() { // owned by f.wg, waited for in cleanup
+				defer f.wg.Done()
+				fn()
+			}()
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	life, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return f.opt.Logger }))
+	key := route.Key{Scheme: "http", Host: host, Port: port}
+	spawned := make(chan *actor.PID, 1)
+	f.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			spawned <- ctx.Spawn(Props(1, key, f.opt, life))
+		case *Dialed:
+			f.dialed <- m
+		case *IdleBroken:
+			f.broken <- m
+		}
+	}))
+	f.conn = <-spawned
+	if f.server, err = ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-f.dialed; d.Err != nil {
+		t.Fatal(d.Err)
+	}
+	t.Cleanup(func() {
+		f.server.Close()
+		f.sys.Root.StopFuture(f.conn).Wait()
+		cancel()
+		f.wg.Wait()
+		f.sys.Shutdown()
+	})
+	return f
+}
+
+// exchange sends an ExchangeRequest and returns its answer.
+func (f *connFixture) exchange(t *testing.T, req *http.Request, reused bool) ExchangeResponse {
+	t.Helper()
+	reply := make(chan ExchangeResponse, 1)
+	f.sys.Root.Send(f.conn, &ExchangeRequest{Req: req, Reused: reused, Reply: reply,
+		Done: func(reusable bool, idle time.Duration) { f.release <- releaseResult{reusable, idle} }})
+	select {
+	case r := <-reply:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer to the exchange")
+		return ExchangeResponse{}
+	}
+}
+
+func newGet(t *testing.T, ctx context.Context) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://example.test/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestIdleWatchReportsServerCloseAndExchangeRefusesStaleConnection(t *testing.T) {
+	f := newConnFixture(t)
+	go func() { // owned by the test: ends when the fixture closes the server side
+		br := bufio.NewReader(f.server)
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	}()
+	r := f.exchange(t, newGet(t, context.Background()), false)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	io.Copy(io.Discard, r.Resp.Body)
+	if rel := <-f.release; !rel.reusable {
+		t.Fatal("a complete HTTP/1.1 exchange was not reusable")
+	}
+	f.sys.Root.Send(f.conn, &WatchIdle{})
+	f.server.Close()
+	select {
+	case b := <-f.broken:
+		if !errors.Is(b.Err, io.EOF) {
+			t.Errorf("IdleBroken: %v; want EOF", b.Err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle watch did not report the server's close")
+	}
+	// The route would discard it; a lease that raced the report finds it stale
+	// before writing anything.
+	r = f.exchange(t, newGet(t, context.Background()), true)
+	var ee *ExchangeError
+	if !errors.As(r.Err, &ee) || ee.Written || !errors.Is(r.Err, ErrStaleConn) || !errors.Is(r.Err, ErrNotSent) {
+		t.Fatalf("exchange on a stale connection: %v; want ErrStaleConn, nothing written", r.Err)
+	}
+}
+
+func TestClosingBodyDuringBlockedReadInterruptsIt(t *testing.T) {
+	f := newConnFixture(t)
+	go func() { // owned by the test: ends when the fixture closes the server side
+		br := bufio.NewReader(f.server)
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
+			io.Copy(io.Discard, br) // stalls: the rest of the body never comes
+		}
+	}()
+	r := f.exchange(t, newGet(t, context.Background()), false)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(r.Resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	readErr := make(chan error, 1)
+	go func() { // owned by the test, which waits for readErr
+		_, err := r.Resp.Body.Read(buf)
+		readErr <- err
+	}()
+	r.Resp.Body.Close()
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, errBodyClosed) {
+			t.Errorf("blocked Read after Close: %v; want errBodyClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the blocked Read")
+	}
+	if rel := <-f.release; rel.reusable {
+		t.Error("a body closed mid-read left its connection reusable")
+	}
+	select {
+	case rel := <-f.release:
+		t.Errorf("Done called twice (second: %+v)", rel)
+	default:
+	}
+}
+
+func TestContextEndInterruptsHeadRead(t *testing.T) {
+	f := newConnFixture(t)
+	go func() { // owned by the test: ends when the fixture closes the server side
+		io.Copy(io.Discard, f.server) // reads the request, never answers
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r := f.exchange(t, newGet(t, ctx), false)
+	if !errors.Is(r.Err, context.DeadlineExceeded) || !errors.Is(r.Err, ErrOutcomeUnknown) {
+		t.Fatalf("exchange past its deadline: %v; want DeadlineExceeded, outcome unknown", r.Err)
+	}
+	var ne net.Error
+	if !errors.As(r.Err, &ne) || !ne.Timeout() {
+		t.Errorf("%v is not a net.Error timeout", r.Err)
+	}
+	if !strings.Contains(r.Err.Error(), "read") {
+		t.Errorf("error %q does not say the read failed", r.Err)
+	}
+}

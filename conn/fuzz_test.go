@@ -1,0 +1,173 @@
+package conn
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Fuzz targets for everything this package parses or decides from a server's
+// bytes. Seed corpora live in testdata/fuzz/<name>/ and run with every `go test`;
+// `make fuzz` explores further.
+
+// FuzzParseKeepAlive checks ParseKeepAlive and the idle cap Reusable derives
+// from it: results in range, order of the values irrelevant, the cap strictly
+// below the announced timeout.
+func FuzzParseKeepAlive(f *testing.F) {
+	f.Fuzz(func(t *testing.T, header string) {
+		values := strings.Split(header, "\n")
+		timeout, max, hasT, hasM := ParseKeepAlive(values)
+		if timeout < 0 || timeout > maxKeepAliveNumber || max < 0 || max > maxKeepAliveNumber {
+			t.Fatalf("out of range: timeout %d, max %d", timeout, max)
+		}
+		if (!hasT && timeout != 0) || (!hasM && max != 0) {
+			t.Fatalf("value without its parameter: %d %v, %d %v", timeout, hasT, max, hasM)
+		}
+		reversed := make([]string, len(values))
+		for i, v := range values {
+			reversed[len(values)-1-i] = v
+		}
+		if t2, m2, h2, hm2 := ParseKeepAlive(reversed); t2 != timeout || m2 != max || h2 != hasT || hm2 != hasM {
+			t.Fatalf("order of values changed the result")
+		}
+		if hasT {
+			if t2, _, h2, _ := ParseKeepAlive([]string{fmt.Sprintf("timeout=%d", timeout)}); !h2 || t2 != timeout {
+				t.Fatalf("timeout=%d does not parse back", timeout)
+			}
+		}
+		req := &http.Request{Method: "GET", Header: http.Header{}}
+		resp := &http.Response{StatusCode: 200, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Keep-Alive": values}}
+		ok, idle := Reusable(req, resp)
+		switch {
+		case !ok && idle != 0:
+			t.Fatalf("not reusable but idle cap %v", idle)
+		case ok && hasM && max == 0:
+			t.Fatal("reusable despite max=0")
+		case ok && hasT && (idle <= 0 || idle >= time.Duration(timeout)*time.Second):
+			t.Fatalf("timeout=%d gave idle cap %v", timeout, idle)
+		case ok && !hasT && idle != 0:
+			t.Fatalf("idle cap %v without a timeout", idle)
+		}
+	})
+}
+
+// FuzzReusable parses a response head with net/http and checks the re-use
+// decision against RFC 9112's rules that http.ReadResponse exposes.
+func FuzzReusable(f *testing.F) {
+	f.Fuzz(func(t *testing.T, raw string, method string) {
+		req := &http.Request{Method: method, Header: http.Header{}}
+		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), req)
+		if err != nil {
+			return
+		}
+		ok, idle := Reusable(req, resp)
+		if ok2, idle2 := Reusable(req, resp); ok2 != ok || idle2 != idle {
+			t.Fatal("Reusable is not deterministic")
+		}
+		switch {
+		case idle < 0 || (!ok && idle != 0):
+			t.Fatalf("reusable %v with idle cap %v", ok, idle)
+		case ok && resp.Close:
+			t.Fatal("reusable despite Connection: close, HTTP/1.0 or a close-delimited body")
+		case ok && resp.ProtoMajor != 1:
+			t.Fatalf("reusable on HTTP/%d", resp.ProtoMajor)
+		case ok && resp.StatusCode == http.StatusSwitchingProtocols:
+			t.Fatal("reusable after 101")
+		}
+	})
+}
+
+// FuzzExchange feeds arbitrary server bytes to a connection's exchange and
+// reads the body to its end: no panic, a typed error or a response, the exchange
+// ended exactly once, and a connection re-used only after a clean, reusable
+// exchange.
+func FuzzExchange(f *testing.F) {
+	opt := &Options{MaxResponseHeaderBytes: 4096, Go: func(fn func()) { fn() },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	f.Fuzz(func(t *testing.T, raw []byte, head bool) {
+		nc := &scriptConn{r: bytes.NewReader(raw)}
+		c := newBareActor(nc, opt)
+		method := "GET"
+		if head {
+			method = "HEAD"
+		}
+		req, err := http.NewRequest(method, "http://example.test/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dones, reused := 0, false
+		m := &ExchangeRequest{Req: req, Done: func(r bool, _ time.Duration) { dones++; reused = r }}
+		resp, err := c.exchange(m)
+		if err != nil {
+			var ee *ExchangeError
+			if !errors.As(err, &ee) || !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
+				t.Fatalf("error %v (%T): want an ExchangeError after the request was written", err, err)
+			}
+			if ee.GotByte != (len(raw) > 0) {
+				t.Fatalf("GotByte %v with %d bytes from the server", ee.GotByte, len(raw))
+			}
+			if dones != 0 || !c.broken || !nc.closed {
+				t.Fatalf("failed exchange: Done called %d times, broken %v, closed %v", dones, c.broken, nc.closed)
+			}
+			return
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 999 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		_, readErr := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if dones != 1 {
+			t.Fatalf("Done called %d times", dones)
+		}
+		if reused {
+			if ok, _ := Reusable(req, resp); !ok || readErr != nil || c.broken || nc.closed {
+				t.Fatalf("re-used after Reusable %v, read error %v, broken %v, closed %v", ok, readErr, c.broken, nc.closed)
+			}
+		} else if !c.broken && !nc.closed {
+			if ok, _ := Reusable(req, resp); ok && readErr == nil {
+				// Fine: Done(false) on a reusable, intact exchange is allowed only
+				// when the body ended early; it did not here.
+				t.Fatal("a clean, reusable exchange was not re-used")
+			}
+		}
+	})
+}
+
+// newBareActor makes a connection actor around nc without an actor system, as
+// onDialResult does, for driving exchange directly.
+func newBareActor(nc net.Conn, opt *Options) *Actor {
+	c := &Actor{id: 1, opt: opt, nc: nc}
+	c.rd = &countingReader{r: nc, limit: -1}
+	c.wr = &countingWriter{w: nc}
+	c.br = bufio.NewReaderSize(c.rd, 4096)
+	c.bw = bufio.NewWriterSize(c.wr, 4096)
+	return c
+}
+
+// scriptConn is a net.Conn whose peer wrote r and then closed; writes vanish.
+type scriptConn struct {
+	r      *bytes.Reader
+	closed bool
+}
+
+func (c *scriptConn) Read(p []byte) (int, error) {
+	if c.closed {
+		return 0, net.ErrClosed
+	}
+	return c.r.Read(p)
+}
+func (c *scriptConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *scriptConn) Close() error                     { c.closed = true; return nil }
+func (c *scriptConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *scriptConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *scriptConn) SetDeadline(time.Time) error      { return nil }
+func (c *scriptConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *scriptConn) SetWriteDeadline(time.Time) error { return nil }
