@@ -114,7 +114,7 @@ func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
 	go load(fast.URL, 100*time.Millisecond)  // owned by this test, as above
 	go load(other.URL, 130*time.Millisecond) // owned by this test, as above
 	defer func() { close(stop); wg.Wait() }()
-	eventually(t, "an eviction and a queue on the slow route", func() bool {
+	waitFor(t, "an eviction and a queue on the slow route", func() bool {
 		st := c.Stats()
 		if st.Evictions == 0 {
 			return false

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // rawServer is a TCP server on 127.0.0.1 that writes exact bytes: each accepted
@@ -313,18 +312,6 @@ func (h *harness) settle() {
 	}
 	if peak := h.peak.Load(); int(peak) > h.cfg.MaxConnsPerRoute {
 		h.t.Errorf("client held %d sockets at once, MaxConnsPerRoute is %d", peak, h.cfg.MaxConnsPerRoute)
-	}
-}
-
-// eventually polls cond every 10ms for up to 5s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -82,7 +82,7 @@ func TestKeepAliveTimeoutRetiresIdleConnection(t *testing.T) {
 		t.Errorf("closed for keep-alive timeout: %d, want 1", n)
 	}
 	// No further request: the expiry tick closes the second connection too.
-	eventually(t, "the idle connection to be retired", func() bool { return h.closedBy("keepalive_timeout") == 2 })
+	waitFor(t, "the idle connection to be retired", func() bool { return h.closedBy("keepalive_timeout") == 2 })
 	if st := h.c.Stats(); st.Idle != 0 || st.Open != 0 {
 		t.Errorf("after keep-alive expiry: %d idle, %d open", st.Idle, st.Open)
 	}

@@ -117,19 +117,6 @@ func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
 	return true
 }
 
-// eventually polls cond (a state published by the actors after a message they
-// receive asynchronously) until it holds or 5 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func serverPort(t *testing.T, srv *httptest.Server) int {
 	u, _ := url.Parse(srv.URL)
 	p, err := strconv.Atoi(u.Port())
@@ -288,13 +275,13 @@ func TestOpenConnectionsMoveBetweenActiveAndIdleAsBodiesAreReadAndClosed(t *test
 			t.Fatal(err)
 		}
 		// The route publishes its counts just after it answers the lease.
-		eventually(t, "the connection to turn active", func() bool { a, i := states(); return a == 1 && i == 0 })
+		waitFor(t, "the connection to turn active", func() bool { a, i := states(); return a == 1 && i == 0 })
 		if got := sumOf(o.collect(t), "http.client.active_requests"); got != 1 {
 			t.Fatalf("round %d: active_requests %d while the body is unread, want 1", round, got)
 		}
 		finish(resp)
 		resp.Body.Close()
-		eventually(t, "the connection to turn idle", func() bool { a, i := states(); return a == 0 && i == 1 })
+		waitFor(t, "the connection to turn idle", func() bool { a, i := states(); return a == 0 && i == 1 })
 		if got := sumOf(o.collect(t), "http.client.active_requests"); got != 0 {
 			t.Fatalf("round %d: active_requests %d after the body ended, want 0", round, got)
 		}
@@ -331,7 +318,7 @@ func TestALeaseWaitShowsInTheWaitHistogramWithTheRightMagnitude(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, "the second request to queue", func() bool {
+	waitFor(t, "the second request to queue", func() bool {
 		return sumOf(o.collect(t), telemetry.MetricLeasePending) == 1
 	})
 	const hold = 100 * time.Millisecond // the wait being measured
@@ -402,10 +389,10 @@ func TestAnLRUEvictionAndAnIdleExpiryAreCountedWithTheirReasons(t *testing.T) {
 	t.Run("lru", func(t *testing.T) {
 		o := newObserved(t, Config{MaxConnsTotal: 1, MaxConnsPerRoute: 1})
 		get(o.c, a.URL)
-		eventually(t, "a's connection to turn idle", func() bool { return o.c.Stats().Idle == 1 })
+		waitFor(t, "a's connection to turn idle", func() bool { return o.c.Stats().Idle == 1 })
 		get(o.c, b.URL) // room for b's connection: a's idle one is evicted
 		aPort := attribute.Int("server.port", serverPort(t, a))
-		eventually(t, "the eviction to be counted", func() bool {
+		waitFor(t, "the eviction to be counted", func() bool {
 			return sumOf(o.collect(t), telemetry.MetricConnClosed, reason("lru_eviction"), aPort) == 1
 		})
 		if st := o.c.Stats(); st.Evictions != 1 {
@@ -415,7 +402,7 @@ func TestAnLRUEvictionAndAnIdleExpiryAreCountedWithTheirReasons(t *testing.T) {
 	t.Run("idle expiry", func(t *testing.T) {
 		o := newObserved(t, Config{MaxIdleTime: 30 * time.Millisecond})
 		get(o.c, a.URL)
-		eventually(t, "the idle expiry to be counted", func() bool {
+		waitFor(t, "the idle expiry to be counted", func() bool {
 			return sumOf(o.collect(t), telemetry.MetricConnClosed, reason("idle_expiry")) == 1
 		})
 		st := o.c.Stats()
@@ -518,7 +505,7 @@ func TestLogsGoToTheConfiguredLoggerAndNothingToStdout(t *testing.T) {
 		io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
-	eventually(t, "the idle connection to expire", func() bool { return o.c.Stats().Open == 0 })
+	waitFor(t, "the idle connection to expire", func() bool { return o.c.Stats().Open == 0 })
 	o.c.Close()
 
 	os.Stdout = stdout
