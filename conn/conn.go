@@ -88,9 +88,13 @@ type Actor struct {
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
 	stopped    atomic.Bool
 
-	watching  bool
-	watchDone chan struct{}
-	watchErr  error // written by the watcher before closing watchDone
+	// The idle watch (see onWatchIdle). watchState is shared with the watch
+	// timer and the watcher goroutine; watchErr is written by the watcher before
+	// it signals watchDone.
+	watchState atomic.Int32
+	watchTimer *time.Timer
+	watchDone  chan struct{} // cap 1, one value per watcher run
+	watchErr   error
 	broken    bool  // the socket is unusable; the route will close it
 }
 
@@ -154,43 +158,75 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { nc.Close() }, Took: m.took, Connect: m.connect, TLS: m.tls})
 }
 
-// onWatchIdle starts the idle watch: a goroutine blocked in a one-byte peek. A
-// server's close (EOF) or unsolicited bytes wake it, and it tells the route, so
-// a dead connection leaves the idle list before anyone leases it. The exchange
-// that leases the connection stops the watch with a past read deadline.
+// Idle watch states.
+const (
+	watchOff     int32 = iota
+	watchArmed         // the timer is set; no goroutine yet
+	watchRunning       // a watcher goroutine is (or was) blocked in a peek
+)
+
+// IdleWatchDelay is how long a connection stays idle before its socket is
+// watched. Connections that are leased again sooner (the common case under load)
+// cost a timer reset and stop, not a goroutine; a server's close of one of them
+// is caught when the exchange starts, and an unsent request is retried.
+const IdleWatchDelay = 10 * time.Millisecond
+
+// onWatchIdle arms the idle watch of a connection that has just become idle: after
+// IdleWatchDelay a goroutine blocks in a one-byte peek. A server's close (EOF) or
+// unsolicited bytes wake it, and it tells the route, so a dead connection leaves
+// the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch,
+// seed 001). The exchange that leases the connection disarms the timer or, if the
+// watcher runs, interrupts it with a past read deadline.
 func (c *Actor) onWatchIdle() {
-	if c.watching || c.nc == nil || c.broken {
+	if c.nc == nil || c.broken || c.watchState.Load() != watchOff {
 		return
 	}
-	c.watching = true
-	done := make(chan struct{})
-	c.watchDone = done
-	br, sys, parent, id := c.br, c.sys, c.parent, c.id
-	c.opt.Go(func() { // owned by the client's WaitGroup; ends when the socket closes or a lease interrupts it
-		_, err := br.Peek(1)
-		interrupted := isTimeout(err)
-		if err == nil {
-			err = errors.New("server sent unsolicited bytes on an idle connection")
-		}
-		c.watchErr = err
-		close(done)
-		if !interrupted && !c.stopped.Load() {
-			// The route closes it. When the actor is stopping, its own Stopping
-			// closed the socket and the route may be gone: nothing to report.
-			sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
-		}
-	})
+	c.watchState.Store(watchArmed)
+	if c.watchTimer == nil {
+		c.watchDone = make(chan struct{}, 1)
+		c.watchTimer = time.AfterFunc(IdleWatchDelay, c.fireWatch)
+		return
+	}
+	c.watchTimer.Reset(IdleWatchDelay)
+}
+
+// fireWatch runs on the timer's goroutine and becomes the watcher, unless a
+// lease (or a stop) disarmed the watch first. The watcher is owned by the
+// connection actor: stopWatch and onStopping wait for it.
+func (c *Actor) fireWatch() {
+	if !c.watchState.CompareAndSwap(watchArmed, watchRunning) {
+		return
+	}
+	_, err := c.br.Peek(1)
+	interrupted := isTimeout(err)
+	if err == nil {
+		err = errors.New("server sent unsolicited bytes on an idle connection")
+	}
+	c.watchErr = err
+	c.watchDone <- struct{}{}
+	if !interrupted && !c.stopped.Load() {
+		// The route closes it. When the actor is stopping, its own Stopping
+		// closed the socket and the route may be gone: nothing to report.
+		c.sys.Root.Send(c.parent, &IdleBroken{ID: c.id, Err: err})
+	}
 }
 
 // stopWatch ends the idle watch before an exchange; it returns the error that
 // makes the connection unusable, if the watcher saw one.
 func (c *Actor) stopWatch() error {
-	if !c.watching {
+	if c.watchTimer == nil {
 		return nil
 	}
-	c.watching = false
+	if c.watchState.CompareAndSwap(watchArmed, watchOff) {
+		c.watchTimer.Stop() // if it fires anyway, fireWatch finds the watch off
+		return nil
+	}
+	if c.watchState.Load() != watchRunning {
+		return nil
+	}
 	c.nc.SetReadDeadline(aLongTimeAgo)
 	<-c.watchDone
+	c.watchState.Store(watchOff)
 	c.nc.SetReadDeadline(time.Time{})
 	if err := c.watchErr; !isTimeout(err) {
 		c.broken = true
@@ -210,11 +246,23 @@ func (c *Actor) onStopping() {
 	if c.nc != nil {
 		c.nc.Close()
 	}
+	// Wait for a running watcher: the socket is closed, so its peek has returned
+	// or returns now.
+	if c.watchTimer != nil {
+		c.watchTimer.Stop()
+		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
+			<-c.watchDone
+			c.watchState.Store(watchOff)
+		}
+	}
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
 
 func isTimeout(err error) bool {
+	if ne, ok := err.(net.Error); ok { // the usual *net.OpError, without errors.As's allocation
+		return ne.Timeout()
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
