@@ -95,7 +95,7 @@ type Actor struct {
 	watchTimer *time.Timer
 	watchDone  chan struct{} // cap 1, one value per watcher run
 	watchErr   error
-	broken    bool  // the socket is unusable; the route will close it
+	broken     bool // the socket is unusable; the route will close it
 }
 
 // Receive handles the connection actor's messages.
