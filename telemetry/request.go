@@ -50,6 +50,9 @@ type LeaseInfo struct {
 	Dial, Connect, TLS time.Duration
 }
 
+// clientKind is the start option of every client span (allocated once).
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
 // StartRequest starts the telemetry of req, going to scheme://host:port (the
 // route's target, not the proxy). It returns the request to send: req itself,
 // or, when the propagator has headers to add (trace context, baggage), a shallow
@@ -73,19 +76,25 @@ func (t *Telemetry) StartRequest(ctx context.Context, req *http.Request, scheme,
 		if name == "_OTHER" {
 			name = "HTTP"
 		}
-		attrs := make([]attribute.KeyValue, 0, 6)
-		attrs = append(attrs,
-			semconv.HTTPRequestMethodKey.String(r.method),
-			semconv.URLFull(redactedURL(req.URL)),
-			semconv.ServerAddress(host),
-			semconv.ServerPort(r.route.port),
-			semconv.NetworkProtocolVersion("1.1"),
-		)
-		if r.method == "_OTHER" {
-			attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
-		}
-		r.ctx, r.span = t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		// The attributes are set once the span is known to record: a span that
+		// does not (no SDK installed, or not sampled) then costs no URL string
+		// and no attribute slice. Samplers see the span's name and kind.
+		r.ctx, r.span = t.tracer.Start(ctx, name, clientKind)
 		r.recording = r.span.IsRecording()
+		if r.recording {
+			attrs := make([]attribute.KeyValue, 0, 6)
+			attrs = append(attrs,
+				semconv.HTTPRequestMethodKey.String(r.method),
+				semconv.URLFull(redactedURL(req.URL)),
+				semconv.ServerAddress(host),
+				semconv.ServerPort(r.route.port),
+				semconv.NetworkProtocolVersion("1.1"),
+			)
+			if r.method == "_OTHER" {
+				attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
+			}
+			r.span.SetAttributes(attrs...)
+		}
 		req = t.inject(r.ctx, req)
 	}
 	if active {
