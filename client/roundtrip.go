@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/connactor/connactor/actors"
@@ -74,13 +76,15 @@ func (c *Client) failed(tel *telemetry.Request, err error) {
 
 func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key, tel *telemetry.Request) (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(ctx)
+	cl := newCall(c, trace, tel)
 	fresh := false
 	for attempt := 0; ; attempt++ {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(key.Addr())
 		}
-		h, lease, err := c.lease(ctx, key, fresh, trace)
+		h, lease, err := c.lease(ctx, cl, key, fresh)
 		if err != nil {
+			cl.recycle()
 			closeBody(req)
 			return nil, err
 		}
@@ -89,30 +93,20 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		}
 		tel.LeaseGranted(telemetry.LeaseInfo{Waited: lease.Waited, QueuePos: lease.QueuePos, Reused: lease.Reused,
 			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS})
-		reply := make(chan conn.ExchangeResponse, 1)
-		connID, routePID := lease.ConnID, h.PID
-		c.sys.Root.Send(lease.Conn, &conn.ExchangeRequest{
-			Req: req, Reused: lease.Reused, Reply: reply,
-			Done: func(reusable bool, idle time.Duration) {
-				if reusable && trace != nil && trace.PutIdleConn != nil {
-					trace.PutIdleConn(nil)
-				}
-				c.sys.Root.Send(routePID, &actors.Release{ConnID: connID, Reusable: reusable, Idle: idle})
-				c.unadmit()
-				tel.ExchangeDone()
-			},
-		})
+		cl.route, cl.connID = h.PID, lease.ConnID
+		cl.ex.Req, cl.ex.Reused = req, lease.Reused
+		c.sys.Root.Send(lease.Conn, &cl.ex)
 		var ex conn.ExchangeResponse
 		select {
-		case ex = <-reply:
+		case ex = <-cl.exReply:
 		case <-c.closedCh:
 			// The connection was aborted under the exchange; its answer follows.
-			ex = <-reply
+			ex = <-cl.exReply
 		}
 		if ex.Err == nil {
-			return ex.Resp, nil
+			return ex.Resp, nil // cl.released ends the request when the body ends
 		}
-		c.sys.Root.Send(routePID, &actors.Release{ConnID: connID, Reusable: false})
+		c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: false})
 		if attempt == 0 && lease.Reused {
 			if next, ok := replayable(req, ex.Err); ok {
 				tel.Retry(ex.Err)
@@ -120,6 +114,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 				continue
 			}
 		}
+		cl.recycle()
 		closeBody(req)
 		if ctx.Err() != nil && !errors.Is(ex.Err, ctx.Err()) {
 			return nil, fmt.Errorf("%w: %w", ctx.Err(), ex.Err)
@@ -128,10 +123,71 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 	}
 }
 
+// call holds one request's messages to the actors and their reply channels.
+// Requests recycle calls (a sync.Pool), which saves five allocations per
+// request: a call goes back to the pool only once no actor can read or answer
+// it any more (its lease answered, its exchange over), and never after Close
+// cut a wait short. Messages that the actors may still hold (Release) are
+// allocated afresh: a message is never changed after it is sent.
+type call struct {
+	c          *Client
+	lease      actors.LeaseRequest
+	leaseReply chan actors.LeaseResponse
+	ex         conn.ExchangeRequest
+	exReply    chan conn.ExchangeResponse
+
+	trace  *httptrace.ClientTrace
+	tel    *telemetry.Request
+	route  *actor.PID
+	connID uint64
+	lost   bool // an actor may still answer: do not recycle
+}
+
+var calls sync.Pool // of *call; New is set in init (call.recycle refers to calls)
+
+func init() {
+	calls.New = func() any {
+		cl := &call{leaseReply: make(chan actors.LeaseResponse, 1), exReply: make(chan conn.ExchangeResponse, 1)}
+		cl.lease.Reply = cl.leaseReply
+		cl.ex.Reply = cl.exReply
+		cl.ex.Done = cl.released // bound once per call, not once per request
+		return cl
+	}
+}
+
+func newCall(c *Client, trace *httptrace.ClientTrace, tel *telemetry.Request) *call {
+	cl := calls.Get().(*call)
+	cl.c, cl.trace, cl.tel = c, trace, tel
+	cl.lease.Trace = trace
+	return cl
+}
+
+// released is the exchange's Done: the body reached its end or was closed. It
+// returns the connection to its route actor and ends the request.
+func (cl *call) released(reusable bool, idle time.Duration) {
+	c := cl.c
+	if reusable && cl.trace != nil && cl.trace.PutIdleConn != nil {
+		cl.trace.PutIdleConn(nil)
+	}
+	c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: reusable, Idle: idle})
+	c.unadmit()
+	cl.tel.ExchangeDone()
+	cl.recycle()
+}
+
+func (cl *call) recycle() {
+	if cl.lost {
+		return
+	}
+	*cl = call{leaseReply: cl.leaseReply, exReply: cl.exReply,
+		lease: actors.LeaseRequest{Reply: cl.leaseReply}, ex: conn.ExchangeRequest{Reply: cl.exReply, Done: cl.ex.Done}}
+	calls.Put(cl)
+}
+
 // lease obtains a connection of route key from its route actor, waiting in the
 // route's FIFO queue if need be. A caller that gives up (context, LeaseTimeout,
 // Close) sends a LeaseCancel; a grant that crossed it is returned to the pool.
-func (c *Client) lease(ctx context.Context, key route.Key, fresh bool, trace *httptrace.ClientTrace) (*actors.RouteHandle, actors.Lease, error) {
+func (c *Client) lease(ctx context.Context, cl *call, key route.Key, fresh bool) (*actors.RouteHandle, actors.Lease, error) {
 	var timeout <-chan time.Time
 	if c.cfg.LeaseTimeout > 0 {
 		t := time.NewTimer(c.cfg.LeaseTimeout)
@@ -144,8 +200,9 @@ func (c *Client) lease(ctx context.Context, key route.Key, fresh bool, trace *ht
 			return nil, actors.Lease{}, err
 		}
 		id := c.nextID.Add(1)
-		reply := make(chan actors.LeaseResponse, 1)
-		c.sys.Root.Send(h.PID, &actors.LeaseRequest{ID: id, Fresh: fresh, Reply: reply, Trace: trace})
+		cl.lease.ID, cl.lease.Fresh = id, fresh
+		reply := cl.leaseReply
+		c.sys.Root.Send(h.PID, &cl.lease)
 		var cancelErr error
 		var r actors.LeaseResponse
 		select {
@@ -155,6 +212,7 @@ func (c *Client) lease(ctx context.Context, key route.Key, fresh bool, trace *ht
 		case <-timeout:
 			cancelErr = notSent(fmt.Errorf("%w after %v on %s", ErrLeaseTimeout, c.cfg.LeaseTimeout, key))
 		case <-c.closedCh:
+			cl.lost = true
 			return nil, actors.Lease{}, ErrClosed
 		}
 		if cancelErr != nil {
@@ -162,6 +220,7 @@ func (c *Client) lease(ctx context.Context, key route.Key, fresh bool, trace *ht
 			select {
 			case r = <-reply:
 			case <-c.closedCh:
+				cl.lost = true
 				return nil, actors.Lease{}, ErrClosed
 			}
 			if r.Err == nil {
