@@ -108,6 +108,11 @@ func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
 	}
 }
 
+// RouteInlineBudget is how many messages a route actor processes on a sender's
+// goroutine when it was idle (see InlineMailbox): enough for a lease or a release
+// and what arrives with it, small enough that no caller works long for others.
+const RouteInlineBudget = 16
+
 // RouteStrategy stops a route actor that panics instead of restarting it: a
 // restarted instance would have lost track of its sockets. The supervisor then
 // reclaims the route's places and the next request starts a new route actor.
@@ -214,7 +219,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(reason interface{}) actor.Directive {
 			s.cfg.Logger.Error("connection actor failed", "reason", fmt.Sprint(reason))
 			return actor.StopDirective
-		})))
+		})), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
 	pid := ctx.Spawn(props)
 	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub}}
 	s.routes[m.Key] = e

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -95,6 +96,10 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS})
 		cl.route, cl.connID = h.PID, lease.ConnID
 		cl.ex.Req, cl.ex.Reused = req, lease.Reused
+		// Two owners from here on: this goroutine until it has read the answer,
+		// and Done, which may run first (a response without a body ends the
+		// exchange before it is answered).
+		cl.owners.Store(2)
 		c.sys.Root.Send(lease.Conn, &cl.ex)
 		var ex conn.ExchangeResponse
 		select {
@@ -104,7 +109,8 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 			ex = <-cl.exReply
 		}
 		if ex.Err == nil {
-			return ex.Resp, nil // cl.released ends the request when the body ends
+			cl.disown() // cl.released ends the request when the body ends
+			return ex.Resp, nil
 		}
 		c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: false})
 		if attempt == 0 && lease.Reused {
@@ -140,7 +146,8 @@ type call struct {
 	tel    *telemetry.Request
 	route  *actor.PID
 	connID uint64
-	lost   bool // an actor may still answer: do not recycle
+	lost   bool         // an actor may still answer: do not recycle
+	owners atomic.Int32 // during an exchange that answered: the caller and Done
 }
 
 var calls sync.Pool // of *call; New is set in init (call.recycle refers to calls)
@@ -172,15 +179,24 @@ func (cl *call) released(reusable bool, idle time.Duration) {
 	c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: reusable, Idle: idle})
 	c.unadmit()
 	cl.tel.ExchangeDone()
-	cl.recycle()
+	cl.disown()
+}
+
+// disown gives up one owner's hold on the call; the last one recycles it.
+func (cl *call) disown() {
+	if cl.owners.Add(-1) == 0 {
+		cl.recycle()
+	}
 }
 
 func (cl *call) recycle() {
 	if cl.lost {
 		return
 	}
-	*cl = call{leaseReply: cl.leaseReply, exReply: cl.exReply,
-		lease: actors.LeaseRequest{Reply: cl.leaseReply}, ex: conn.ExchangeRequest{Reply: cl.exReply, Done: cl.ex.Done}}
+	done := cl.ex.Done
+	cl.c, cl.trace, cl.tel, cl.route, cl.connID = nil, nil, nil, nil, 0
+	cl.lease = actors.LeaseRequest{Reply: cl.leaseReply}
+	cl.ex = conn.ExchangeRequest{Reply: cl.exReply, Done: done}
 	calls.Put(cl)
 }
 

@@ -155,7 +155,7 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.br = bufio.NewReaderSize(c.rd, 4096)
 	c.bw = bufio.NewWriterSize(c.wr, 4096)
 	nc := c.nc
-	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { nc.Close() }, Took: m.took, Connect: m.connect, TLS: m.tls})
+	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect, TLS: m.tls})
 }
 
 // Idle watch states.
@@ -244,7 +244,7 @@ func (c *Actor) onStopping() {
 		(*p).Close()
 	}
 	if c.nc != nil {
-		c.nc.Close()
+		closeRaw(c.nc) // on the route's (or a sender's) goroutine: never wait for a TLS alert
 	}
 	// Wait for a running watcher: the socket is closed, so its peek has returned
 	// or returns now.
@@ -258,6 +258,17 @@ func (c *Actor) onStopping() {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// closeRaw closes the socket under nc at once. A *tls.Conn's own Close first
+// writes a close_notify alert, which can block for seconds on a full socket; an
+// abort (eviction, expiry, client close) must not wait for that.
+func closeRaw(nc net.Conn) {
+	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		tc.NetConn().Close()
+		return
+	}
+	nc.Close()
+}
 
 func isTimeout(err error) bool {
 	if ne, ok := err.(net.Error); ok { // the usual *net.OpError, without errors.As's allocation
