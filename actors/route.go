@@ -318,9 +318,8 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	if cs == nil || cs.phase != phaseDialing {
 		return
 	}
-	r.dialing--
 	if m.Err != nil {
-		r.closeConn(ctx, cs, ReasonDialFailed)
+		r.closeConn(ctx, cs, ReasonDialFailed) // ends the dial's count too
 		// The oldest waiter learns why; the others get dials of their own.
 		if _, w, ok := r.waiters.Pop(); ok {
 			r.dequeued(w)
@@ -330,6 +329,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.publish()
 		return
 	}
+	r.dialing--
 	cs.abort = m.Abort
 	r.opened++
 	r.available(ctx, cs, r.cfg.Now())
