@@ -86,4 +86,5 @@ type RouteStats struct {
 	Opened, Closed              uint64 // connections opened and closed since the route started
 	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
 	ClosedBy                    map[string]uint64
+	OldestLease                 time.Duration // age of the oldest lease not yet released; 0 = none
 }

@@ -216,6 +216,7 @@ func (c *Client) Stats() Stats {
 		st.Leased += r.Leased
 		st.Idle += r.Idle
 		st.Pending += r.Pending
+		st.OldestLease = max(st.OldestLease, r.OldestLease)
 	}
 	return st
 }
