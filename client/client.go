@@ -39,6 +39,7 @@ type Client struct {
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
 	closedCh   chan struct{}
+	stoppedCh  chan struct{} // closed by Close once the actors have stopped: unanswered messages stay so
 	closeOnce  sync.Once
 	nextID     atomic.Uint64
 	deadLetter *eventstream.Subscription
@@ -52,7 +53,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
+	c := &Client{cfg: cfg, closedCh: make(chan struct{}), stoppedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
 
 	tlsCfg := cfg.TLSConfig
@@ -138,6 +139,7 @@ func (c *Client) Close() error {
 		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {
 			c.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
 		}
+		close(c.stoppedCh)
 		c.wg.Wait()
 		c.sys.EventStream.Unsubscribe(c.deadLetter)
 		if c.ownSystem {

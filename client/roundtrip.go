@@ -86,8 +86,18 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		select {
 		case ex = <-reply:
 		case <-c.closedCh:
-			// The connection was aborted under the exchange; its answer follows.
-			ex = <-reply
+			// The connection was aborted under the exchange; its answer follows,
+			// unless the connection actor stopped before it saw the request
+			// (protoactor drops mail that reaches a stopped actor).
+			select {
+			case ex = <-reply:
+			case <-c.stoppedCh:
+				select {
+				case ex = <-reply:
+				default:
+					ex.Err = &conn.ExchangeError{Op: "write", Reused: lease.Reused, Err: ErrClosed}
+				}
+			}
 		}
 		if ex.Err == nil {
 			return ex.Resp, nil
