@@ -34,7 +34,8 @@ type Client struct {
 
 	routes sync.Map // route.Key -> *actors.RouteHandle: a cache of the supervisor's answers
 
-	wg         conc.WaitGroup // dials, idle watchers, the expiry ticker, actor callers' requests
+	wg         conc.WaitGroup // dials, idle watchers, the expiry ticker, actor callers' requests, Send's requests and handler workers
+	disp       dispatcher     // Send's Handles and handler workers (dispatch.go)
 	life       context.Context
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
@@ -55,6 +56,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, closedCh: make(chan struct{}), stoppedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
+	c.disp.init(c)
 
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
@@ -127,13 +129,17 @@ func (c *Client) PID() *actor.PID { return c.sup }
 
 // Close closes every connection now, answers every waiting request with
 // ErrClosed, stops the client's actors and waits for its goroutines. Response
-// bodies still being read fail. Later calls return ErrClosed. If the client owns
-// its actor system, the system is shut down.
+// bodies still being read fail. Handles from Send that are still linked are
+// aborted without a notification (Await returns an error that is both ErrAborted
+// and ErrClosed); notifications already queued run, and Close waits for the
+// handler workers (so a handler must not call it). Later calls return ErrClosed.
+// If the client owns its actor system, the system is shut down.
 func (c *Client) Close() error {
 	err := ErrClosed
 	c.closeOnce.Do(func() {
 		err = nil
 		c.closing.Store(true)
+		c.disp.close() // abort Send's Handles before their requests fail with ErrClosed
 		close(c.closedCh)
 		c.cancelLife()
 		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {

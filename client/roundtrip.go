@@ -104,7 +104,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		}
 		c.sys.Root.Send(routePID, &actors.Release{ConnID: connID, Reusable: false})
 		if attempt == 0 && lease.Reused {
-			if next, ok := replayable(req, ex.Err); ok {
+			if next, ok := replayable(req, ex.Err); ok && retryAllowed(ctx, ex.Err) {
 				req, fresh = next, true
 				continue
 			}
