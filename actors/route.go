@@ -63,6 +63,7 @@ type connState struct {
 	created   time.Time
 	idleSince time.Time
 	idleUntil time.Time // server's Keep-Alive cap; zero = none
+	leasedAt  time.Time // when the current lease was granted (Stats: oldest unreleased lease)
 	served    int
 	idleIdx   int        // position in route.idle while idle
 	dial      DialTiming // reported with the first lease only
@@ -247,6 +248,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) {
 	r.tel.LeaseGranted(waited)
 	cs.phase = phaseLeased
 	cs.idleSince = time.Time{}
+	cs.leasedAt = r.cfg.Now()
 	r.leases++
 	if cs.served > 0 {
 		r.reuses++
@@ -494,11 +496,23 @@ func (r *Route) stats() RouteStats {
 	for k, v := range r.closedBy {
 		by[k] = v
 	}
+	// The oldest unreleased lease: a response nobody reads or closes holds its
+	// connection, and shows here (a scan of at most MaxConnsPerRoute entries).
+	var oldest time.Time
+	for _, cs := range r.conns {
+		if cs.phase == phaseLeased && (oldest.IsZero() || cs.leasedAt.Before(oldest)) {
+			oldest = cs.leasedAt
+		}
+	}
+	var oldestAge time.Duration
+	if !oldest.IsZero() {
+		oldestAge = r.cfg.Now().Sub(oldest)
+	}
 	return RouteStats{
 		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
 		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
-		Leases: r.leases, Reuses: r.reuses, ClosedBy: by,
+		Leases: r.leases, Reuses: r.reuses, ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}
 }

@@ -99,6 +99,7 @@ type RouteStats struct {
 	Opened, Closed              uint64 // connections opened and closed since the route started
 	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
 	ClosedBy                    map[string]uint64
-	RecentCloses                []ClosedConn // newest first, at most 16
-	RecentWaits                 []Wait       // leases that queued, newest first, at most 16
+	RecentCloses                []ClosedConn  // newest first, at most 16
+	RecentWaits                 []Wait        // leases that queued, newest first, at most 16
+	OldestLease                 time.Duration // age of the oldest lease not yet released; 0 = none
 }

@@ -258,6 +258,10 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 			return
 		}
 		_, pid, _ := s.permits.Pop()
+		// Publish before granting: the route may run, dial, serve and release
+		// before this goroutine gets to the deferred store, and a stale count
+		// makes it close a good connection "for another route" (supWantsRoom).
+		s.cfg.Pub.PermitWaiters.Store(int64(s.permits.Len()))
 		e := s.byID[pid.Id]
 		if e == nil {
 			continue

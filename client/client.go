@@ -36,11 +36,13 @@ type Client struct {
 
 	routes sync.Map // route.Key -> *actors.RouteHandle: a cache of the supervisor's answers
 
-	wg         conc.WaitGroup // dials, idle watchers, the expiry ticker, actor callers' requests
+	wg         conc.WaitGroup // dials, idle watchers, the expiry ticker, actor callers' requests, Send's requests and handler workers
+	disp       dispatcher     // Send's Handles and handler workers (dispatch.go)
 	life       context.Context
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
 	closedCh   chan struct{}
+	stoppedCh  chan struct{} // closed by Close once the actors have stopped: unanswered messages stay so
 	closeOnce  sync.Once
 	nextID     atomic.Uint64
 	deadLetter *eventstream.Subscription
@@ -54,10 +56,11 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
+	c := &Client{cfg: cfg, closedCh: make(chan struct{}), stoppedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
+	c.disp.init(c)
 
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
@@ -137,19 +140,24 @@ func (c *Client) PID() *actor.PID { return c.sup }
 
 // Close closes every connection now, answers every waiting request with
 // ErrClosed, stops the client's actors and waits for its goroutines. Response
-// bodies still being read fail. Later calls return ErrClosed. If the client owns
-// its actor system, the system is shut down.
+// bodies still being read fail. Handles from Send that are still linked are
+// aborted without a notification (Await returns an error that is both ErrAborted
+// and ErrClosed); notifications already queued run, and Close waits for the
+// handler workers (so a handler must not call it). Later calls return ErrClosed.
+// If the client owns its actor system, the system is shut down.
 func (c *Client) Close() error {
 	err := ErrClosed
 	c.closeOnce.Do(func() {
 		err = nil
 		c.closing.Store(true)
+		c.disp.close() // abort Send's Handles before their requests fail with ErrClosed
 		close(c.closedCh)
 		c.tel.Close()
 		c.cancelLife()
 		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {
 			c.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
 		}
+		close(c.stoppedCh)
 		c.wg.Wait()
 		c.sys.EventStream.Unsubscribe(c.deadLetter)
 		if c.ownSystem {
@@ -228,6 +236,7 @@ func (c *Client) Stats() Stats {
 		st.Leased += r.Leased
 		st.Idle += r.Idle
 		st.Pending += r.Pending
+		st.OldestLease = max(st.OldestLease, r.OldestLease)
 	}
 	return st
 }

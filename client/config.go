@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -64,6 +65,9 @@ type Config struct {
 	// DialContext dials TCP connections (nil = net.Dialer). Useful to count or
 	// redirect dials in tests.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// HandlerWorkers is how many goroutines run Send's notification handlers
+	// (default max(4, GOMAXPROCS)). They start on first use and stop on Close.
+	HandlerWorkers int
 }
 
 // Defaults of Config's zero values.
@@ -98,6 +102,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"ResponseHeaderTimeout", int64(cfg.ResponseHeaderTimeout)},
 		{"ExpectContinueTimeout", int64(cfg.ExpectContinueTimeout)},
 		{"MaxResponseHeaderBytes", cfg.MaxResponseHeaderBytes},
+		{"HandlerWorkers", int64(cfg.HandlerWorkers)},
 	} {
 		if f.v < 0 {
 			return bad("%s is negative (%d)", f.name, f.v)
@@ -116,6 +121,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	def(&cfg.MaxConnsTotal, DefaultMaxConnsTotal)
 	def(&cfg.MaxConnsPerRoute, min(DefaultMaxConnsPerRoute, cfg.MaxConnsTotal))
 	def(&cfg.MaxConcurrentRequests, DefaultMaxConcurrentRequests)
+	def(&cfg.HandlerWorkers, max(4, runtime.GOMAXPROCS(0)))
 	defD(&cfg.MaxIdleTime, DefaultMaxIdleTime)
 	defD(&cfg.DialTimeout, DefaultDialTimeout)
 	defD(&cfg.TLSHandshakeTimeout, DefaultTLSHandshakeTimeout)

@@ -98,3 +98,13 @@ func notSent(err error) error { return &notSentError{err} }
 
 func (e *notSentError) Error() string   { return e.err.Error() }
 func (e *notSentError) Unwrap() []error { return []error{e.err, ErrNotSent} }
+
+// ErrAborted is returned (possibly wrapped) by Handle.Await once the Handle was
+// aborted (Handle.Abort, Client.AbortAll, Client.Close) or closed (Handle.Close).
+// When Client.Close aborted it, errors.Is(err, ErrClosed) holds too.
+var ErrAborted = errors.New("connactor: handle aborted")
+
+// ErrHandlerPanicked is returned (wrapped with the panic's value) by
+// Handle.Await when the Handle's notification handler panicked: the panic is
+// contained, logged, and becomes a fatal problem for that Handle only.
+var ErrHandlerPanicked = errors.New("connactor: notification handler panicked")

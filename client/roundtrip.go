@@ -105,8 +105,19 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		select {
 		case ex = <-cl.exReply:
 		case <-c.closedCh:
-			// The connection was aborted under the exchange; its answer follows.
-			ex = <-cl.exReply
+			// The connection was aborted under the exchange; its answer follows,
+			// unless the connection actor stopped before it saw the request
+			// (protoactor drops mail that reaches a stopped actor).
+			select {
+			case ex = <-cl.exReply:
+			case <-c.stoppedCh:
+				select {
+				case ex = <-cl.exReply:
+				default:
+					cl.lost = true // never answered: not recycled
+					ex.Err = &conn.ExchangeError{Op: "write", Reused: lease.Reused, Err: ErrClosed}
+				}
+			}
 		}
 		if ex.Err == nil {
 			cl.disown() // cl.released ends the request when the body ends
@@ -114,7 +125,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		}
 		c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: false})
 		if attempt == 0 && lease.Reused {
-			if next, ok := replayable(req, ex.Err); ok {
+			if next, ok := replayable(req, ex.Err); ok && retryAllowed(ctx, ex.Err) {
 				tel.Retry(ex.Err)
 				req, fresh = next, true
 				continue

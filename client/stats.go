@@ -1,6 +1,10 @@
 package client
 
-import "github.com/connactor/connactor/actors"
+import (
+	"time"
+
+	"github.com/connactor/connactor/actors"
+)
 
 // Stats is a snapshot of the client's pool.
 type Stats struct {
@@ -13,6 +17,10 @@ type Stats struct {
 	PendingPermits   int    // routes' requests for room under MaxConnsTotal
 	Evictions        uint64 // LRU evictions of idle connections for another route
 	Expired          uint64 // idle connections closed by idle, keep-alive or lifetime expiry
+	// OldestLease is the age of the oldest lease not yet released, across routes
+	// (0 = none). A response whose body is never read to its end nor closed holds
+	// its connection forever: it shows here, growing.
+	OldestLease time.Duration
 }
 
 // RouteStats is one route's snapshot.
@@ -25,6 +33,7 @@ type RouteStats struct {
 	Opened, Closed uint64            // connections opened and closed since the route started
 	Leases, Reuses uint64            // leases granted, and of those on a re-used connection
 	ClosedBy       map[string]uint64 // closed connections by reason (idle_expiry, lru_eviction, ...)
+	OldestLease    time.Duration     // age of this route's oldest unreleased lease (0 = none)
 
 	RecentCloses []ClosedConn // the last connection closes (evictions, expiries, ...), newest first, at most 16
 	RecentWaits  []Wait       // the last leases that waited in the route's queue, newest first, at most 16
@@ -49,5 +58,6 @@ func (r RouteStats) ReuseRatio() float64 {
 func routeStats(r actors.RouteStats) RouteStats {
 	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
-		Reuses: r.Reuses, ClosedBy: r.ClosedBy, RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits}
+		Reuses: r.Reuses, ClosedBy: r.ClosedBy, RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits,
+		OldestLease: r.OldestLease}
 }

@@ -107,7 +107,9 @@ func (b *body) Close() error {
 		return nil
 	}
 	b.err = errBodyClosed
-	if !b.reusable || b.remaining > maxDrainBytes {
+	// A body whose context has ended (an aborted request) is never drained:
+	// finish closes the connection anyway, so draining would only delay Close.
+	if !b.reusable || b.remaining > maxDrainBytes || b.dl.ctx.Err() != nil {
 		b.finish(false)
 		return nil
 	}

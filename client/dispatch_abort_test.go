@@ -1,0 +1,268 @@
+package client
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+)
+
+func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
+	holding, release := make(chan struct{}), make(chan struct{})
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			close(holding)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	hA := c.Send(newGet(t, srv.URL+"/hold"), nil)
+	<-holding // A holds the route's only connection
+
+	var notifiedB atomic.Int64
+	hB := c.Send(newGet(t, srv.URL+"/b"), HandlerFuncs{
+		Response: func(*Handle, *http.Response) { notifiedB.Add(1) },
+		Problem:  func(*Handle, error, bool) bool { notifiedB.Add(1); return false },
+	})
+	waitUntil(t, "B waits in the route's queue", func() bool { return c.Stats().Pending == 1 })
+
+	hB.Abort()
+	if st := c.Stats(); st.Pending != 0 {
+		t.Fatalf("after Abort: %d pending, want 0 (Abort returns once the request left its queue)", st.Pending)
+	}
+	if hB.Linked() {
+		t.Fatal("aborted handle still linked")
+	}
+	if _, err := hB.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
+		t.Fatalf("Await after Abort: %v, want ErrAborted", err)
+	}
+
+	close(release)
+	respA, err := hA.Await(awaitCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, respA.Body)
+	respA.Body.Close()
+	hC := c.Send(newGet(t, srv.URL+"/c"), nil)
+	respC, err := hC.Await(awaitCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hC.Close()
+	if respC.StatusCode != 200 {
+		t.Fatalf("C: status %d", respC.StatusCode)
+	}
+
+	st := c.Stats()
+	if srv.count("/b") != 0 {
+		t.Fatal("the server saw the aborted request")
+	}
+	if len(st.Routes) != 1 || st.Routes[0].Leases != 2 || st.Routes[0].Opened != 1 {
+		t.Fatalf("route: %+v, want 2 leases (A, C) on 1 connection: B was never granted one", st.Routes)
+	}
+	c.Close()
+	if n := notifiedB.Load(); n != 0 {
+		t.Fatalf("aborted handle got %d notifications, want 0", n)
+	}
+}
+
+func TestAbortAfterHeadersClosesTheConnectionInsteadOfReusingIt(t *testing.T) {
+	release := make(chan struct{})
+	clientGone := make(chan struct{})
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			w.Header().Set("Content-Length", "100000")
+			io.WriteString(w, "first chunk")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done(): // the server saw the client close the connection
+				close(clientGone)
+			case <-release:
+			}
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	defer close(release)
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+
+	var notified atomic.Int64
+	h := c.Send(newGet(t, srv.URL+"/stream"), HandlerFuncs{
+		Response: func(*Handle, *http.Response) { notified.Add(1) },
+	})
+	resp, err := h.Await(awaitCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("first chunk"))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	h.Abort()
+	if _, err := resp.Body.Read(buf); err == nil {
+		t.Fatal("body still readable after Abort")
+	}
+	if h.Linked() {
+		t.Fatal("aborted handle still linked")
+	}
+	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
+		t.Fatalf("Await after Abort: %v, want ErrAborted", err)
+	}
+	<-clientGone
+
+	h2 := c.Send(newGet(t, srv.URL+"/ok"), nil)
+	if _, err := h2.Await(awaitCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.newConns.Load(); n != 2 {
+		t.Fatalf("server accepted %d connections, want 2: the aborted one must not be re-used", n)
+	}
+	st := c.Stats()
+	if r := st.Routes[0]; r.ClosedBy["not_reusable"] != 1 || r.Reuses != 0 {
+		t.Fatalf("route after abort: closed by %v, reuses %d; want 1 not_reusable, 0 reuses", r.ClosedBy, r.Reuses)
+	}
+	if notified.Load() > 1 {
+		t.Fatal("more than one notification")
+	}
+}
+
+func TestNoNotificationStartsAfterAbortOrClose(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	c := newTestClient(t, Config{HandlerWorkers: 1})
+	blocking, release := make(chan struct{}), make(chan struct{})
+	blocker := c.Send(newGet(t, srv.URL+"/blocker"), HandlerFuncs{Response: func(_ *Handle, resp *http.Response) {
+		resp.Body.Close()
+		close(blocking)
+		<-release // holds the only handler worker
+	}})
+	<-blocking
+
+	var late atomic.Int64
+	lateHandler := HandlerFuncs{
+		Response: func(*Handle, *http.Response) { late.Add(1) },
+		Problem:  func(*Handle, error, bool) bool { late.Add(1); return false },
+	}
+	aborted := c.Send(newGet(t, srv.URL+"/aborted"), lateHandler)
+	closed := c.Send(newGet(t, srv.URL+"/closed"), lateHandler)
+	for _, h := range []*Handle{aborted, closed} {
+		if _, err := h.Await(awaitCtx(t)); err != nil { // the outcome is known; its notification is queued
+			t.Fatal(err)
+		}
+	}
+	aborted.Abort()
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := closed.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
+		t.Fatalf("Await after Close: %v, want ErrAborted", err)
+	}
+	close(release)
+	blocker.Close()
+	c.Close() // runs what is queued, then stops the workers
+	if n := late.Load(); n != 0 {
+		t.Fatalf("%d notifications after Abort/Close, want 0", n)
+	}
+}
+
+func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
+	hang := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			<-r.Context().Done()
+			return
+		}
+		io.WriteString(w, "ok")
+	}
+	srvs := []*dispatchServer{newDispatchServer(t, hang), newDispatchServer(t, hang)}
+	c := newTestClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 8})
+	var notified atomic.Int64
+	handler := HandlerFuncs{
+		Response: func(*Handle, *http.Response) { notified.Add(1) },
+		Problem:  func(*Handle, error, bool) bool { notified.Add(1); return false },
+	}
+	var hs []*Handle
+	for i := 0; i < 200; i++ {
+		hs = append(hs, c.Send(newGet(t, srvs[i%2].URL+"/hang"), handler))
+	}
+	waitUntil(t, "8 requests are on the wire and 192 wait", func() bool {
+		st := c.Stats()
+		return srvs[0].count("/hang")+srvs[1].count("/hang") == 8 && st.Leased == 8 && st.Pending == 192
+	})
+
+	c.AbortAll()
+	st := c.Stats()
+	if st.Leased != 0 || st.Pending != 0 {
+		t.Fatalf("after AbortAll: leased %d pending %d, want 0 0", st.Leased, st.Pending)
+	}
+	for _, h := range hs {
+		if h.Linked() {
+			t.Fatal("a handle is still linked after AbortAll")
+		}
+		if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
+			t.Fatalf("Await after AbortAll: %v, want ErrAborted", err)
+		}
+	}
+	if n := srvs[0].count("/hang") + srvs[1].count("/hang"); n != 8 {
+		t.Fatalf("servers saw %d requests, want the 8 that were on the wire", n)
+	}
+
+	// The client stays usable.
+	h := c.Send(newGet(t, srvs[0].URL+"/ok"), nil)
+	if _, err := h.Await(awaitCtx(t)); err != nil {
+		t.Fatalf("after AbortAll: %v", err)
+	}
+	h.Close()
+	c.Close()
+	if n := notified.Load(); n != 0 {
+		t.Fatalf("%d notifications after AbortAll, want 0", n)
+	}
+}
+
+func TestSendOnAClosedClientFailsAtOnceWithErrClosed(t *testing.T) {
+	c := newTestClient(t, Config{})
+	c.Close()
+	var notified atomic.Int64
+	h := c.Send(newGet(t, "http://127.0.0.1:1/"), HandlerFuncs{Problem: func(*Handle, error, bool) bool { notified.Add(1); return false }})
+	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Await: %v, want ErrClosed", err)
+	}
+	if h.Linked() || notified.Load() != 0 {
+		t.Fatal("a refused handle must be unlinked and silent")
+	}
+	h.Abort() // harmless
+}
+
+func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	c := newTestClient(t, Config{MaxConnsPerRoute: 2})
+	var notified atomic.Int64
+	handler := HandlerFuncs{
+		Response: func(*Handle, *http.Response) { notified.Add(1) },
+		Problem:  func(*Handle, error, bool) bool { notified.Add(1); return false },
+	}
+	var hs []*Handle
+	for i := 0; i < 20; i++ {
+		hs = append(hs, c.Send(newGet(t, srv.URL), handler))
+	}
+	waitUntil(t, "2 on the wire and 18 waiting", func() bool { st := c.Stats(); return st.Leased == 2 && st.Pending == 18 })
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		_, err := h.Await(awaitCtx(t))
+		if !errors.Is(err, ErrAborted) || !errors.Is(err, ErrClosed) {
+			t.Fatalf("Await after Close: %v, want ErrAborted and ErrClosed", err)
+		}
+		if h.Linked() {
+			t.Fatal("linked after Close")
+		}
+	}
+	if n := notified.Load(); n != 0 {
+		t.Fatalf("%d notifications after Close, want 0", n)
+	}
+}
