@@ -1,0 +1,178 @@
+package actors
+
+import (
+	"context"
+	"net/http/httptrace"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/connactor/connactor/conn"
+)
+
+// wantConns asks the supervisor for permits while waiters outnumber the
+// connections being dialed, within MaxConnsPerRoute. Fresh waiters that find the
+// route full of idle, re-used connections make room by closing the oldest one.
+func (r *Route) wantConns(ctx actor.Context) {
+	if r.closed {
+		return
+	}
+	for {
+		need := r.waiters.Len() - r.dialing - r.permitsPending
+		if need <= 0 {
+			return
+		}
+		if len(r.conns)+r.permitsPending >= r.cfg.MaxConnsPerRoute {
+			if r.freshWaiters > 0 && len(r.idle) > 0 {
+				r.closeConn(ctx, r.idle[0], ReasonEvicted)
+				continue
+			}
+			return
+		}
+		r.permitsPending++
+		ctx.Send(r.sup, &PermitRequest{From: r.self})
+	}
+}
+
+func (r *Route) onPermitGranted(ctx actor.Context) {
+	r.permitsPending--
+	if r.closed || r.waiters.Len() <= r.dialing || len(r.conns) >= r.cfg.MaxConnsPerRoute {
+		ctx.Send(r.sup, &PermitReturned{From: r.self})
+		return
+	}
+	r.nextID++
+	id := r.nextID
+	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1}
+	r.conns[id] = cs
+	r.byPID[pid.Id] = cs
+	r.dialing++
+	r.publish()
+}
+
+func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
+	cs := r.conns[m.ID]
+	if cs == nil || cs.phase != phaseDialing {
+		return
+	}
+	if m.Err != nil {
+		r.cfg.Logger.Debug("route: dial failed", "route", r.name, "err", m.Err)
+		r.tel.DialFailed(r.name, m.Err, m.Took)
+		r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
+		// The oldest waiter learns why; the others get dials of their own.
+		if _, w, ok := r.waiters.Pop(); ok {
+			r.dequeued(w)
+			w.Reply <- LeaseResponse{Err: m.Err}
+		}
+		r.wantConns(ctx)
+		r.publish()
+		return
+	}
+	r.dialing--
+	cs.phase = phaseIdle // not on the idle list yet: available decides
+	cs.abort = m.Abort
+	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
+	r.opened++
+	r.tel.ConnOpened(r.name, cs.id, m.Took)
+	r.available(ctx, cs, r.cfg.Now())
+	r.wantConns(ctx)
+	r.publish()
+}
+
+func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
+	cs := r.conns[m.ID]
+	if cs == nil || cs.phase != phaseIdle {
+		return // leased meanwhile: the exchange finds out and fails as stale
+	}
+	r.closeConn(ctx, cs, ReasonServerClosed)
+	r.wantConns(ctx)
+	r.publish()
+}
+
+func (r *Route) onEvictIdle(ctx actor.Context) {
+	evicted := false
+	if len(r.idle) > 0 {
+		r.closeConn(ctx, r.idle[0], ReasonEvicted)
+		evicted = true
+	}
+	ctx.Send(r.sup, &EvictIdleResponse{From: r.self, Evicted: evicted})
+	r.publish()
+}
+
+func (r *Route) onExpire(ctx actor.Context, now time.Time) {
+	for i := 0; i < len(r.idle); {
+		cs := r.idle[i]
+		if reason, dead := r.expired(cs, now); dead {
+			r.closeConn(ctx, cs, reason)
+			continue
+		}
+		i++
+	}
+	r.wantConns(ctx)
+	r.publish()
+}
+
+// closeConn closes a connection's socket now (Abort is a non-blocking close),
+// stops its actor and tells the supervisor the place is free.
+func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) {
+	if cs.idleIdx >= 0 {
+		r.removeIdle(cs)
+	}
+	if cs.phase == phaseDialing {
+		r.dialing--
+		if r.dialing < 0 {
+			panic("actors: internal error: negative dial count")
+		}
+	}
+	if cs.abort != nil {
+		cs.abort()
+	}
+	if !r.closed {
+		ctx.Stop(cs.pid) // when the route stops, protoactor stops its children itself
+	}
+	delete(r.conns, cs.id)
+	delete(r.byPID, cs.pid.Id)
+	if reason != ReasonDialFailed {
+		r.closedN++
+		age := r.cfg.Now().Sub(cs.created)
+		r.recentCloses.add(ClosedConn{At: r.cfg.Now(), Reason: reason, Age: age, Served: cs.served})
+		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
+	}
+	r.closedBy[string(reason)]++
+	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
+}
+
+// onTerminated handles a connection actor that stopped on its own (a panic).
+func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	cs := r.byPID[m.Who.Id]
+	if cs == nil {
+		return
+	}
+	r.closeConn(ctx, cs, ReasonError)
+	r.wantConns(ctx)
+	r.publish()
+}
+
+func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
+	switch {
+	case r.cfg.MaxLifetime > 0 && now.Sub(cs.created) >= r.cfg.MaxLifetime:
+		return ReasonLifetime, true
+	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
+		return ReasonKeepAlive, true
+	case r.cfg.MaxIdleTime > 0 && now.Sub(cs.idleSince) >= r.cfg.MaxIdleTime:
+		return ReasonIdleExpired, true
+	}
+	return "", false
+}
+
+// dialLife is the context of the next dial: the client's lifetime, carrying the
+// httptrace hooks of the waiter the dial is for (the oldest one that no dial in
+// progress covers yet), so that ConnectStart, TLSHandshakeStart and friends reach
+// the request that caused the dial, as in net/http.
+func (r *Route) dialLife() context.Context {
+	i := 0
+	_, w, ok := r.waiters.Find(func(*LeaseRequest) bool { i++; return i > r.dialing })
+	if !ok || w.Trace == nil {
+		return r.cfg.Life
+	}
+	return httptrace.WithClientTrace(r.cfg.Life, w.Trace)
+}

@@ -1,0 +1,42 @@
+package actors
+
+import "time"
+
+func (r *Route) publish() {
+	p := r.pub
+	p.Idle.Store(int32(len(r.idle)))
+	p.Open.Store(int32(len(r.conns)))
+	p.Pending.Store(int32(r.waiters.Len()))
+	p.Leased.Store(int32(len(r.conns) - len(r.idle) - r.dialing))
+	if len(r.idle) > 0 {
+		p.LRUIdleSince.Store(r.idle[0].idleSince.UnixNano())
+	} else {
+		p.LRUIdleSince.Store(0)
+	}
+}
+
+func (r *Route) stats() RouteStats {
+	by := make(map[string]uint64, len(r.closedBy))
+	for k, v := range r.closedBy {
+		by[k] = v
+	}
+	// The oldest unreleased lease: a response nobody reads or closes holds its
+	// connection, and shows here (a scan of at most MaxConnsPerRoute entries).
+	var oldest time.Time
+	for _, cs := range r.conns {
+		if cs.phase == phaseLeased && (oldest.IsZero() || cs.leasedAt.Before(oldest)) {
+			oldest = cs.leasedAt
+		}
+	}
+	var oldestAge time.Duration
+	if !oldest.IsZero() {
+		oldestAge = r.cfg.Now().Sub(oldest)
+	}
+	return RouteStats{
+		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
+		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
+		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
+		Leases: r.leases, Reuses: r.reuses, ClosedBy: by, OldestLease: oldestAge,
+		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
+	}
+}
