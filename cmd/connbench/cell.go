@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,10 @@ type Result struct {
 	TotalLimit    int    `json:"total_limit"` // connactor's MaxConnsTotal; net/http's MaxIdleConns with several routes
 	Routes        int    `json:"routes"`
 	BodyBytes     int    `json:"body_bytes"`
+
+	Runs    int       `json:"runs"`               // rounds run; the figures are the median one's (by RPS)
+	RPSRuns []float64 `json:"rps_runs,omitempty"` // every round's RPS
+	Spread  float64   `json:"rps_spread"`         // (max - min) / 2 / median of RPSRuns
 
 	Requests   int64   `json:"requests"` // completed in the measured window
 	Errors     int64   `json:"errors"`   // failed requests, warm-up included
@@ -262,14 +267,17 @@ func (h *histogram) mean() float64 {
 	return h.sum / float64(h.total)
 }
 
-// run starts each server in turn and runs every scenario and client against it.
+// run starts each server in turn and runs every scenario and client against
+// it, opt.count rounds of the clients in turn per scenario (interleaved, so
+// that a change in the machine's load hits every client alike).
 func run(opt *options) (*report, error) {
 	rep := newReport(opt)
 	listeners := 1
 	for _, sc := range opt.scenarios {
 		listeners = max(listeners, sc.Routes)
 	}
-	p := &progress{w: opt.progress, live: opt.live, total: len(opt.servers) * len(opt.scenarios) * len(opt.clients)}
+	count := max(opt.count, 1)
+	p := &progress{w: opt.progress, live: opt.live, total: len(opt.servers) * len(opt.scenarios) * len(opt.clients) * count}
 	for _, kind := range opt.servers {
 		srv, err := startServer(kind, listeners, opt.nginx)
 		if err != nil {
@@ -277,12 +285,18 @@ func run(opt *options) (*report, error) {
 		}
 		for _, sc := range opt.scenarios {
 			targets := targetsFor(srv.addrs, sc)
+			runs := map[string][]Result{}
+			for round := 0; round < count; round++ {
+				for _, c := range opt.clients {
+					p.start(kind, sc.Name, c)
+					r := runCell(opt, kind, sc, targets, c, p)
+					p.done(&r)
+					runs[c] = append(runs[c], r)
+				}
+			}
 			first := len(rep.Results)
 			for _, c := range opt.clients {
-				p.start(kind, sc.Name, c)
-				r := runCell(opt, kind, sc, targets, c, p)
-				p.done(&r)
-				rep.Results = append(rep.Results, r)
+				rep.Results = append(rep.Results, median(runs[c]))
 			}
 			ratios(rep.Results[first:])
 		}
@@ -291,6 +305,31 @@ func run(opt *options) (*report, error) {
 	p.finish()
 	rep.finish()
 	return rep, nil
+}
+
+// median returns the run with the median requests/s (all its figures come from
+// that run), with the errors of every run and the spread of their rates.
+func median(runs []Result) Result {
+	sorted := append([]Result(nil), runs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].RPS < sorted[j].RPS })
+	m := sorted[len(sorted)/2]
+	m.Runs = len(runs)
+	m.Errors = 0
+	for _, r := range runs {
+		m.Errors += r.Errors
+		if m.FirstError == "" {
+			m.FirstError = r.FirstError
+		}
+	}
+	if len(runs) > 1 {
+		for _, r := range runs {
+			m.RPSRuns = append(m.RPSRuns, r.RPS)
+		}
+		if m.RPS > 0 {
+			m.Spread = (sorted[len(sorted)-1].RPS - sorted[0].RPS) / 2 / m.RPS
+		}
+	}
+	return m
 }
 
 // ratios relates each result of one server and scenario to net/http's.

@@ -48,6 +48,7 @@ const (
 // options configure a run.
 type options struct {
 	duration, warmup time.Duration
+	count            int // rounds per scenario; the median is reported
 	clients          []string
 	servers          []string
 	scenarios        []scenario
@@ -62,6 +63,7 @@ func main() {
 	listeners := fs.Int("listeners", 1, "internal: with -serve, how many listeners (127.0.0.k:port)")
 	duration := fs.Duration("duration", 3*time.Second, "measured time per cell (server x scenario x client)")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
+	count := fs.Int("count", 1, "rounds per scenario (clients interleaved); the run with the median req/s is reported")
 	clients := fs.String("clients", strings.Join(allClients, ","), "clients to run, comma-separated: "+strings.Join(allClients, ","))
 	scen := fs.String("scenarios", "", "regular expression selecting scenarios by name (empty = all); see -list")
 	server := fs.String("server", serverFasthttp, "server: go|fasthttp|nginx|all (all skips nginx when it is not installed)")
@@ -83,7 +85,7 @@ func main() {
 		}
 		return
 	}
-	opt, err := buildOptions(*duration, *warmup, *clients, *scen, *server, *nginxBin)
+	opt, err := buildOptions(*duration, *warmup, *count, *clients, *scen, *server, *nginxBin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connbench:", err)
 		os.Exit(2)
@@ -109,10 +111,10 @@ func main() {
 	}
 }
 
-func buildOptions(duration, warmup time.Duration, clients, scen, server, nginxBin string) (*options, error) {
-	opt := &options{duration: duration, warmup: warmup}
-	if duration <= 0 || warmup < 0 {
-		return nil, fmt.Errorf("-duration must be positive and -warmup not negative")
+func buildOptions(duration, warmup time.Duration, count int, clients, scen, server, nginxBin string) (*options, error) {
+	opt := &options{duration: duration, warmup: warmup, count: count}
+	if duration <= 0 || warmup < 0 || count < 1 {
+		return nil, fmt.Errorf("-duration and -count must be positive and -warmup not negative")
 	}
 	for _, c := range strings.Split(clients, ",") {
 		c = strings.TrimSpace(c)

@@ -14,6 +14,7 @@ import (
 type report struct {
 	Machine  machine  `json:"machine"`
 	Duration string   `json:"duration_per_cell"`
+	Count    int      `json:"count"`
 	Warmup   string   `json:"warmup_per_cell"`
 	Servers  []string `json:"servers"`
 	Results  []Result `json:"results"`
@@ -33,7 +34,7 @@ func newReport(opt *options) *report {
 	return &report{
 		Machine: machine{GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 			CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: loadAvg()},
-		Duration: opt.duration.String(), Warmup: opt.warmup.String(), Servers: opt.servers,
+		Duration: opt.duration.String(), Warmup: opt.warmup.String(), Count: max(opt.count, 1), Servers: opt.servers,
 	}
 }
 
@@ -75,22 +76,26 @@ var clientNames = map[string]string{
 // scenarios, and the notes that say what the columns measure.
 func (r *report) writeTable(w io.Writer) error {
 	m := r.Machine
-	fmt.Fprintf(w, "connbench: %s %s/%s, %d CPUs (GOMAXPROCS %d); %s measured per cell after %s warm-up\n",
+	fmt.Fprintf(w, "connbench: %s %s/%s, %d CPUs (GOMAXPROCS %d); %s measured per cell after %s warm-up",
 		m.GoVersion, m.OS, m.Arch, m.CPUs, m.GOMAXPROCS, r.Duration, r.Warmup)
+	if r.Count > 1 {
+		fmt.Fprintf(w, "; median of %d interleaved rounds (+-: half the spread of req/s)", r.Count)
+	}
+	fmt.Fprintln(w)
 	if m.LoadBefore != "" {
 		fmt.Fprintf(w, "load average (1/5/15 min) before: %s, after: %s\n", m.LoadBefore, m.LoadAfter)
 	}
 	fmt.Fprintln(w)
-	head := []string{"server", "scenario", "client", "req/s", "x net/http", "p50 us", "p99 us", "p99.9 us",
+	head := []string{"server", "scenario", "client", "req/s", "+-", "x net/http", "p50 us", "p99 us", "p99.9 us",
 		"CPU us/req", "x net/http", "allocs/req", "x net/http", "dials", "errors"}
-	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true}
+	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true, true}
 	rows := [][]string{head}
 	for i, res := range r.Results {
 		if i > 0 && (res.Scenario != r.Results[i-1].Scenario || res.Server != r.Results[i-1].Server) {
 			rows = append(rows, nil)
 		}
 		rows = append(rows, []string{res.Server, res.Scenario, clientNames[res.Client],
-			fmt.Sprintf("%.0f", res.RPS), ratio(res.RPSvsNetHTTP),
+			fmt.Sprintf("%.0f", res.RPS), spread(res), ratio(res.RPSvsNetHTTP),
 			micros(res.P50us), micros(res.P99us), micros(res.P999us),
 			fmt.Sprintf("%.1f", res.CPUusPerReq), ratio(res.CPUvsNetHTTP),
 			fmt.Sprintf("%.1f", res.AllocsPerReq), ratio(res.AllocsVsNetHTTP),
@@ -134,6 +139,13 @@ func ratio(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", *v)
+}
+
+func spread(r Result) string {
+	if r.Runs < 2 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", r.Spread*100)
 }
 
 func micros(us float64) string {
@@ -203,7 +215,7 @@ func (p *progress) wait(d time.Duration, phase string, count func() int64) {
 	for {
 		el := time.Since(start)
 		line := fmt.Sprintf("%s: %s %.1f/%.1fs", p.label, phase, el.Seconds(), d.Seconds())
-		if count != nil && el > 0 {
+		if count != nil && el >= 100*time.Millisecond {
 			line += fmt.Sprintf(", %.0f req/s", float64(count())/el.Seconds())
 		}
 		p.show(line)
