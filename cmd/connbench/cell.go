@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -158,6 +162,7 @@ func runCell(opt *options, srv string, sc scenario, targets []target, kind strin
 		return n
 	}
 	p.wait(opt.warmup, "warm-up", nil)
+	stopProfile := startProfile(opt.cpuprofile, srv, sc.Name, kind)
 	before := readUsage()
 	phase.Store(phaseMeasure)
 	start := time.Now()
@@ -165,6 +170,7 @@ func runCell(opt *options, srv string, sc scenario, targets []target, kind strin
 	phase.Store(phaseStop)
 	elapsed := time.Since(start)
 	after := readUsage()
+	stopProfile()
 	wg.Wait()
 	bc.close()
 
@@ -193,6 +199,28 @@ func runCell(opt *options, srv string, sc scenario, targets []target, kind strin
 		res.MeanUs = h.mean() / 1e3
 	}
 	return res
+}
+
+// startProfile starts a CPU profile of one cell in dir (none when dir is
+// empty) and returns what stops it. The profiler's own cost is then part of
+// the cell's CPU per request.
+func startProfile(dir, srv, sc, kind string) (stop func()) {
+	if dir == "" {
+		return func() {}
+	}
+	name := strings.NewReplacer("/", "-").Replace(fmt.Sprintf("%s_%s_%s.pprof", srv, sc, kind))
+	f, err := os.Create(filepath.Join(dir, name))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connbench: -cpuprofile:", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // histogram is a log-linear histogram of nanoseconds, HdrHistogram-like: exact

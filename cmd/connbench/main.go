@@ -48,7 +48,8 @@ const (
 // options configure a run.
 type options struct {
 	duration, warmup time.Duration
-	count            int // rounds per scenario; the median is reported
+	count            int    // rounds per scenario; the median is reported
+	cpuprofile       string // directory for one CPU profile per cell ("" = none)
 	clients          []string
 	servers          []string
 	scenarios        []scenario
@@ -69,6 +70,7 @@ func main() {
 	server := fs.String("server", serverFasthttp, "server: go|fasthttp|nginx|all (all skips nginx when it is not installed)")
 	nginxBin := fs.String("nginx", "/usr/sbin/nginx", "nginx binary")
 	jsonOut := fs.Bool("json", false, "print JSON instead of the table")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each cell's measured window into this directory")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	fs.Parse(os.Args[1:])
 
@@ -90,6 +92,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "connbench:", err)
 		os.Exit(2)
 	}
+	opt.cpuprofile = *cpuprofile
 	opt.progress = os.Stderr
 	opt.live = isTerminal(os.Stderr)
 	rep, err := run(opt)
