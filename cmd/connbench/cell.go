@@ -47,8 +47,15 @@ type Result struct {
 	AllocsPerReq float64 `json:"allocs_per_req"` // runtime.MemStats.Mallocs delta / Requests
 	BytesPerReq  float64 `json:"alloc_bytes_per_req"`
 	GCs          uint32  `json:"gcs"`
-	Dials        int64   `json:"dials"` // connections opened, warm-up included
-	DialsPerKReq float64 `json:"dials_per_1k_req"`
+	// ServerCPUusPerReq is the server process's CPU per request (from
+	// /proc/pid/stat, 10 ms ticks). OtherCores is the CPU the rest of the
+	// machine used during the window, in cores (from /proc/stat, minus this
+	// process and the server): load that disturbed the measurement. -1 when
+	// unknown.
+	ServerCPUusPerReq float64 `json:"server_cpu_us_per_req"`
+	OtherCores        float64 `json:"other_load_cores"`
+	Dials             int64   `json:"dials"` // connections opened, warm-up included
+	DialsPerKReq      float64 `json:"dials_per_1k_req"`
 	// Ratios to net/http's result on the same server and scenario (nil when
 	// net/http did not run or a value is 0).
 	RPSvsNetHTTP    *float64 `json:"rps_vs_nethttp,omitempty"`
@@ -131,7 +138,7 @@ func readUsage() usage {
 // runCell runs one client on one scenario: warm-up, then the measured window;
 // the callers run back to back throughout, and only requests completed inside
 // the window are counted.
-func runCell(opt *options, srv string, sc scenario, targets []target, kind string, p *progress) Result {
+func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target, kind string, p *progress) Result {
 	res := Result{Server: srv, Scenario: sc.Name, Client: kind, Callers: sc.Callers, ConnsPerRoute: sc.Conns,
 		Routes: sc.Routes, BodyBytes: sc.BodyLen}
 	if sc.Routes > 1 {
@@ -164,12 +171,14 @@ func runCell(opt *options, srv string, sc scenario, targets []target, kind strin
 	p.wait(opt.warmup, "warm-up", nil)
 	stopProfile := startProfile(opt.cpuprofile, srv, sc.Name, kind)
 	before := readUsage()
+	busy0, srv0 := machineBusy(), processCPU(srvPID)
 	phase.Store(phaseMeasure)
 	start := time.Now()
 	p.wait(opt.duration, "measure", live)
 	phase.Store(phaseStop)
 	elapsed := time.Since(start)
 	after := readUsage()
+	busy1, srv1 := machineBusy(), processCPU(srvPID)
 	stopProfile()
 	wg.Wait()
 	bc.close()
@@ -186,6 +195,16 @@ func runCell(opt *options, srv string, sc scenario, targets []target, kind strin
 	res.Seconds = elapsed.Seconds()
 	res.Dials = dials.Load()
 	res.GCs = after.gcs - before.gcs
+	if busy0 >= 0 && busy1 >= 0 && srv0 >= 0 && srv1 >= 0 {
+		// CPU nobody in this benchmark used: other work on the machine.
+		other := (busy1 - busy0) - (after.cpu - before.cpu) - (srv1 - srv0)
+		res.OtherCores = max(other.Seconds(), 0) / elapsed.Seconds()
+		if res.Requests > 0 {
+			res.ServerCPUusPerReq = float64(srv1-srv0) / 1e3 / float64(res.Requests)
+		}
+	} else {
+		res.OtherCores = -1
+	}
 	if res.Requests > 0 {
 		n := float64(res.Requests)
 		res.RPS = n / res.Seconds
@@ -317,7 +336,7 @@ func run(opt *options) (*report, error) {
 			for round := 0; round < count; round++ {
 				for _, c := range opt.clients {
 					p.start(kind, sc.Name, c)
-					r := runCell(opt, kind, sc, targets, c, p)
+					r := runCell(opt, kind, srv.cmd.Process.Pid, sc, targets, c, p)
 					p.done(&r)
 					runs[c] = append(runs[c], r)
 				}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,9 @@ func TestEveryClientCompletesRequestsWithoutErrorsAgainstTheGoServer(t *testing.
 		}
 		if r.RPS <= 0 || r.CPUusPerReq <= 0 || r.P50us <= 0 || r.P999us < r.P50us {
 			t.Errorf("%s: rps %v, cpu %v us/req, p50 %v us, p99.9 %v us", name, r.RPS, r.CPUusPerReq, r.P50us, r.P999us)
+		}
+		if runtime.GOOS == "linux" && (r.OtherCores < 0 || r.ServerCPUusPerReq <= 0) {
+			t.Errorf("%s: server CPU %v us/req, other load %v cores: /proc not read", name, r.ServerCPUusPerReq, r.OtherCores)
 		}
 		if r.RPSvsNetHTTP == nil || r.CPUvsNetHTTP == nil || *r.RPSvsNetHTTP <= 0 {
 			t.Errorf("%s: ratios to net/http not computed", name)

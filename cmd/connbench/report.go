@@ -87,8 +87,8 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	head := []string{"server", "scenario", "client", "req/s", "+-", "x net/http", "p50 us", "p99 us", "p99.9 us",
-		"CPU us/req", "x net/http", "allocs/req", "x net/http", "dials", "errors"}
-	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true, true}
+		"CPU us/req", "x net/http", "allocs/req", "x net/http", "dials", "errors", "server us/req", "other load"}
+	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true, true, true, true}
 	rows := [][]string{head}
 	for i, res := range r.Results {
 		if i > 0 && (res.Scenario != r.Results[i-1].Scenario || res.Server != r.Results[i-1].Server) {
@@ -99,7 +99,7 @@ func (r *report) writeTable(w io.Writer) error {
 			micros(res.P50us), micros(res.P99us), micros(res.P999us),
 			fmt.Sprintf("%.1f", res.CPUusPerReq), ratio(res.CPUvsNetHTTP),
 			fmt.Sprintf("%.1f", res.AllocsPerReq), ratio(res.AllocsVsNetHTTP),
-			fmt.Sprint(res.Dials), fmt.Sprint(res.Errors)})
+			fmt.Sprint(res.Dials), fmt.Sprint(res.Errors), serverCPU(res), otherLoad(res)})
 	}
 	if err := writeAligned(w, rows, right); err != nil {
 		return err
@@ -121,7 +121,9 @@ const tableNotes = `Notes:
 - CPU us/req: getrusage(RUSAGE_SELF) user+system time of this process over the measured window divided by
   the requests completed in it: the client, its GC and this harness (two monotonic clock reads and a
   histogram increment per request); the server is not included. allocs/req: runtime.MemStats.Mallocs
-  delta likewise. dials: connections opened during the cell, warm-up included.
+  delta likewise. dials: connections opened during the cell, warm-up included. server us/req: the server
+  process's CPU per request (/proc, 10 ms ticks). other load: CPU used by the rest of the machine during
+  the window, in cores (of 2 here): anything well above 0 means the cell was disturbed.
 - Requests are built once per caller and re-used, for every client: request building is not measured.
   net/http and connactor are called through RoundTrip; bodies are read to EOF and closed.
 - fasthttp: HostClient (MaxConns), callers wait for a connection (MaxConnWaitTimeout); fasthttp.Client
@@ -146,6 +148,20 @@ func spread(r Result) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%%", r.Spread*100)
+}
+
+func serverCPU(r Result) string {
+	if r.OtherCores < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.ServerCPUusPerReq)
+}
+
+func otherLoad(r Result) string {
+	if r.OtherCores < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r.OtherCores)
 }
 
 func micros(us float64) string {
