@@ -70,6 +70,7 @@ func main() {
 	server := fs.String("server", serverFasthttp, "server: go|fasthttp|nginx|all (all skips nginx when it is not installed)")
 	nginxBin := fs.String("nginx", "/usr/sbin/nginx", "nginx binary")
 	jsonOut := fs.Bool("json", false, "print JSON instead of the table")
+	jsonFile := fs.String("jsonfile", "", "also write the JSON into this file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each cell's measured window into this directory")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	fs.Parse(os.Args[1:])
@@ -99,6 +100,19 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connbench:", err)
 		os.Exit(1)
+	}
+	if *jsonFile != "" {
+		if f, ferr := os.Create(*jsonFile); ferr != nil {
+			err = ferr
+		} else {
+			err = rep.writeJSON(f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "connbench: -jsonfile:", err)
+		}
 	}
 	if *jsonOut {
 		err = rep.writeJSON(os.Stdout)
