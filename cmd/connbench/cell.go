@@ -30,6 +30,7 @@ type Result struct {
 	Runs    int       `json:"runs"`               // rounds run; the figures are the median one's (by RPS)
 	RPSRuns []float64 `json:"rps_runs,omitempty"` // every round's RPS
 	Spread  float64   `json:"rps_spread"`         // (max - min) / 2 / median of RPSRuns
+	Retries int       `json:"retries"`            // runs discarded for other load above -maxother
 
 	Requests   int64   `json:"requests"` // completed in the measured window
 	Errors     int64   `json:"errors"`   // failed requests, warm-up included
@@ -335,9 +336,18 @@ func run(opt *options) (*report, error) {
 			runs := map[string][]Result{}
 			for round := 0; round < count; round++ {
 				for _, c := range opt.clients {
-					p.start(kind, sc.Name, c)
-					r := runCell(opt, kind, srv.cmd.Process.Pid, sc, targets, c, p)
-					p.done(&r)
+					var r Result
+					for attempt := 0; ; attempt++ {
+						p.start(kind, sc.Name, c, attempt)
+						r = runCell(opt, kind, srv.cmd.Process.Pid, sc, targets, c, p)
+						r.Retries = attempt
+						p.done(&r)
+						if opt.maxOther <= 0 || r.OtherCores <= opt.maxOther || attempt == maxRetries {
+							break
+						}
+						p.note(fmt.Sprintf("  other load %.2f cores > -maxother %.2f: waiting for quiet, then again", r.OtherCores, opt.maxOther))
+						waitQuiet(opt.maxOther, 2*time.Minute)
+					}
 					runs[c] = append(runs[c], r)
 				}
 			}
@@ -354,6 +364,23 @@ func run(opt *options) (*report, error) {
 	return rep, nil
 }
 
+// maxRetries bounds the re-runs of a disturbed cell (-maxother).
+const maxRetries = 5
+
+// waitQuiet waits until the machine uses less than maxCores of CPU over one
+// second (this process and the server are idle meanwhile), or timeout.
+func waitQuiet(maxCores float64, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		b0 := machineBusy()
+		time.Sleep(time.Second)
+		b1 := machineBusy()
+		if b0 < 0 || b1 < 0 || (b1-b0).Seconds() < maxCores {
+			return
+		}
+	}
+}
+
 // median returns the run with the median requests/s (all its figures come from
 // that run), with the errors of every run and the spread of their rates.
 func median(runs []Result) Result {
@@ -361,9 +388,10 @@ func median(runs []Result) Result {
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].RPS < sorted[j].RPS })
 	m := sorted[len(sorted)/2]
 	m.Runs = len(runs)
-	m.Errors = 0
+	m.Errors, m.Retries = 0, 0
 	for _, r := range runs {
 		m.Errors += r.Errors
+		m.Retries += r.Retries
 		if m.FirstError == "" {
 			m.FirstError = r.FirstError
 		}

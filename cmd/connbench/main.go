@@ -48,8 +48,9 @@ const (
 // options configure a run.
 type options struct {
 	duration, warmup time.Duration
-	count            int    // rounds per scenario; the median is reported
-	cpuprofile       string // directory for one CPU profile per cell ("" = none)
+	count            int     // rounds per scenario; the median is reported
+	cpuprofile       string  // directory for one CPU profile per cell ("" = none)
+	maxOther         float64 // re-run a cell when other processes used more CPU (cores); 0 = never
 	clients          []string
 	servers          []string
 	scenarios        []scenario
@@ -71,6 +72,7 @@ func main() {
 	nginxBin := fs.String("nginx", "/usr/sbin/nginx", "nginx binary")
 	jsonOut := fs.Bool("json", false, "print JSON instead of the table")
 	jsonFile := fs.String("jsonfile", "", "also write the JSON into this file")
+	maxOther := fs.Float64("maxother", 0, "on a shared machine: run a cell again (after waiting for quiet) when other processes used more than this many cores during it; 0 = off")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each cell's measured window into this directory")
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	fs.Parse(os.Args[1:])
@@ -94,6 +96,7 @@ func main() {
 		os.Exit(2)
 	}
 	opt.cpuprofile = *cpuprofile
+	opt.maxOther = *maxOther
 	opt.progress = os.Stderr
 	opt.live = isTerminal(os.Stderr)
 	rep, err := run(opt)

@@ -15,6 +15,7 @@ type report struct {
 	Machine  machine  `json:"machine"`
 	Duration string   `json:"duration_per_cell"`
 	Count    int      `json:"count"`
+	MaxOther float64  `json:"max_other_load,omitempty"`
 	Warmup   string   `json:"warmup_per_cell"`
 	Servers  []string `json:"servers"`
 	Results  []Result `json:"results"`
@@ -34,7 +35,7 @@ func newReport(opt *options) *report {
 	return &report{
 		Machine: machine{GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 			CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), LoadBefore: loadAvg()},
-		Duration: opt.duration.String(), Warmup: opt.warmup.String(), Count: max(opt.count, 1), Servers: opt.servers,
+		Duration: opt.duration.String(), Warmup: opt.warmup.String(), Count: max(opt.count, 1), MaxOther: opt.maxOther, Servers: opt.servers,
 	}
 }
 
@@ -48,6 +49,14 @@ func (r *report) failed() bool {
 		}
 	}
 	return false
+}
+
+func (r *report) retries() int {
+	n := 0
+	for i := range r.Results {
+		n += r.Results[i].Retries
+	}
+	return n
 }
 
 func loadAvg() string {
@@ -82,6 +91,10 @@ func (r *report) writeTable(w io.Writer) error {
 		fmt.Fprintf(w, "; median of %d interleaved rounds (+-: half the spread of req/s)", r.Count)
 	}
 	fmt.Fprintln(w)
+	if r.MaxOther > 0 {
+		fmt.Fprintf(w, "cells run again (up to %d times) while other processes used more than %.2f cores: %d re-runs\n",
+			maxRetries, r.MaxOther, r.retries())
+	}
 	if m.LoadBefore != "" {
 		fmt.Fprintf(w, "load average (1/5/15 min) before: %s, after: %s\n", m.LoadBefore, m.LoadAfter)
 	}
@@ -212,9 +225,15 @@ type progress struct {
 	shown int // length of the last live line, to blank it out
 }
 
-func (p *progress) start(srv, sc, client string) {
-	p.i++
+// start names the next cell; attempt > 0 is a re-run of the same cell.
+func (p *progress) start(srv, sc, client string, attempt int) {
+	if attempt == 0 {
+		p.i++
+	}
 	p.label = fmt.Sprintf("[%d/%d] %s server, %s, %s", p.i, p.total, srv, sc, clientNames[client])
+	if attempt > 0 {
+		p.label += fmt.Sprintf(" (again, %d)", attempt)
+	}
 }
 
 // wait sleeps d, updating the live line every 250ms; count (may be nil) gives
@@ -270,6 +289,18 @@ func (p *progress) done(r *Result) {
 			p.shown = 0
 		}
 		return
+	}
+	fmt.Fprintln(p.w, msg)
+}
+
+// note prints a line of its own under the live line.
+func (p *progress) note(msg string) {
+	if p.w == nil {
+		return
+	}
+	if p.live {
+		fmt.Fprintln(p.w)
+		p.shown = 0
 	}
 	fmt.Fprintln(p.w, msg)
 }
