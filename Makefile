@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: test demo bench vet fmt fuzz otelcol
+.PHONY: test demo bench bench-full vet fmt fuzz otelcol
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid run when .ci/run has installed them)
@@ -25,9 +25,18 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./conn || exit 1; \
 	done
 
-## bench: Go micro-benchmarks (connactor vs net/http in the same run)
+## bench: Go micro-benchmarks (connactor vs net/http in the same run), then a
+## short cmd/connbench run (1s a cell; go, fasthttp and nginx servers in their
+## own processes): about 3 minutes on 2 cores
 bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./...
+	$(GO) run ./cmd/connbench -server all -duration 1s -warmup 250ms
+
+## bench-full: the same at full length, each cell the median of 3 interleaved
+## rounds (how BENCHMARKS.md was measured): about 15 minutes
+bench-full:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./cmd/connbench -server all -duration 2s -warmup 300ms -count 3
 
 ## otelcol: build (once, cached) the OpenTelemetry Collector the OTLP export test runs
 otelcol:
