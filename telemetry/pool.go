@@ -63,7 +63,9 @@ func (r *Route) LeaseGranted(waited time.Duration) {
 	if r == nil {
 		return
 	}
-	r.t.leaseWait.Record(background, waited.Seconds(), r.opt)
+	if r.t.leaseWait.Enabled(background) { // saves the options slice when nobody listens
+		r.t.leaseWait.Record(background, waited.Seconds(), r.opt)
+	}
 }
 
 // RouteReading is one route's counters as its actor published them.

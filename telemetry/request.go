@@ -65,13 +65,16 @@ func (t *Telemetry) StartRequest(ctx context.Context, req *http.Request, scheme,
 	}
 	durations := t.reqDuration.Enabled(ctx)
 	active := t.active.Enabled(ctx)
-	if t.tracer == nil && !durations && !active {
-		return req, nil
+	tracer := t.currentTracer()
+	if tracer == nil && !durations && !active {
+		return t.inject(ctx, req), nil // no span of ours: the caller's trace context still propagates
 	}
 	r := &Request{t: t, ctx: ctx, route: t.Route(scheme, host, port), method: normMethod(req.Method),
 		start: time.Now(), active: active, durations: durations}
 	r.parts.Store(2)
-	if t.tracer != nil {
+	if tracer == nil {
+		req = t.inject(ctx, req)
+	} else {
 		name := r.method
 		if name == "_OTHER" {
 			name = "HTTP"
@@ -79,7 +82,7 @@ func (t *Telemetry) StartRequest(ctx context.Context, req *http.Request, scheme,
 		// The attributes are set once the span is known to record: a span that
 		// does not (no SDK installed, or not sampled) then costs no URL string
 		// and no attribute slice. Samplers see the span's name and kind.
-		r.ctx, r.span = t.tracer.Start(ctx, name, clientKind)
+		r.ctx, r.span = tracer.Start(ctx, name, clientKind)
 		r.recording = r.span.IsRecording()
 		if r.recording {
 			attrs := make([]attribute.KeyValue, 0, 6)

@@ -14,8 +14,10 @@ package telemetry
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -75,9 +77,17 @@ type Config struct {
 // the nil *Telemetry records nothing.
 type Telemetry struct {
 	log    *slog.Logger
-	tracer trace.Tracer // nil when the provider is a known no-op
-	prop   propagation.TextMapPropagator
-	meter  metric.Meter
+	tracer trace.Tracer // Config.TracerProvider's; nil when it is a known no-op or not set
+	// Without Config.TracerProvider, the tracer follows otel's global provider,
+	// looked up per request (an atomic load), so a provider installed after New
+	// is used. While nothing installed one (unsetGlobal still is the global),
+	// no span is started: otel's placeholder would allocate a non-recording
+	// span per request for nothing. The caller's trace context still propagates.
+	global      bool
+	unsetGlobal trace.TracerProvider
+	globalCache atomic.Pointer[tracerFor]
+	prop        propagation.TextMapPropagator
+	meter       metric.Meter
 
 	reqDuration  httpconv.ClientRequestDuration
 	active       httpconv.ClientActiveRequests
@@ -106,7 +116,8 @@ var leaseWaitBuckets = []float64{0, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0
 // New creates the tracer and the instruments. An instrument the meter refuses is
 // replaced by a no-op and the error is logged; New itself does not fail.
 func New(cfg Config) *Telemetry {
-	if cfg.TracerProvider == nil {
+	followGlobal := cfg.TracerProvider == nil
+	if followGlobal {
 		cfg.TracerProvider = otel.GetTracerProvider()
 	}
 	if cfg.MeterProvider == nil {
@@ -119,11 +130,13 @@ func New(cfg Config) *Telemetry {
 		cfg.Logger = slog.Default()
 	}
 	t := &Telemetry{log: cfg.Logger, prop: cfg.Propagator}
-	switch cfg.TracerProvider.(type) {
-	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
-		// Known to record nothing: skip span creation altogether.
-	default:
-		t.tracer = cfg.TracerProvider.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))
+	if followGlobal {
+		t.global = true
+		if isUnsetGlobal(cfg.TracerProvider) {
+			t.unsetGlobal = cfg.TracerProvider
+		}
+	} else {
+		t.tracer = tracerOf(cfg.TracerProvider)
 	}
 	m := cfg.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
 	t.meter = m
@@ -269,3 +282,43 @@ func (r *Route) closeOpt(reason string) metric.MeasurementOption {
 }
 
 var background = context.Background()
+
+type tracerFor struct {
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+}
+
+// tracerOf returns tp's tracer for connactor, or nil when tp is a known no-op.
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return nil // known to record nothing: skip span creation altogether
+	}
+	return tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))
+}
+
+// isUnsetGlobal reports whether tp is otel's placeholder global provider, the
+// one otel.GetTracerProvider returns until otel.SetTracerProvider is called.
+func isUnsetGlobal(tp trace.TracerProvider) bool {
+	return reflect.TypeOf(tp).String() == "*global.tracerProvider"
+}
+
+// currentTracer returns the tracer for a request starting now (nil: no span).
+func (t *Telemetry) currentTracer() trace.Tracer {
+	if !t.global {
+		return t.tracer
+	}
+	tp := otel.GetTracerProvider()
+	if t.unsetGlobal != nil && tp == t.unsetGlobal {
+		return nil
+	}
+	if reflect.ValueOf(tp).Kind() != reflect.Pointer {
+		return tracerOf(tp) // not comparable for sure: no cache
+	}
+	if c := t.globalCache.Load(); c != nil && c.tp == tp {
+		return c.tracer
+	}
+	c := &tracerFor{tp: tp, tracer: tracerOf(tp)}
+	t.globalCache.Store(c)
+	return c.tracer
+}

@@ -1,0 +1,57 @@
+// Package globaltest checks how telemetry follows otel's global tracer
+// provider. It changes process-wide otel state, so it has a test binary of its own.
+package globaltest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/connactor/connactor/telemetry"
+)
+
+func TestTelemetryFollowsTheGlobalTracerProviderInstalledLater(t *testing.T) {
+	prop := propagation.TraceContext{}
+	tel := telemetry.New(telemetry.Config{Propagator: prop, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+
+	// Nothing installed: no span of ours, but the caller's trace context goes out.
+	parent := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), parent)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://example.test/", nil)
+	out, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
+	if r != nil {
+		t.Fatal("a request was traced with no tracer provider installed")
+	}
+	if got := out.Header.Get("Traceparent"); got == "" || req.Header.Get("Traceparent") != "" {
+		t.Fatalf("caller's trace context not propagated on a copy: out %q, caller's %q", got, req.Header.Get("Traceparent"))
+	}
+	plain, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	if allocs := testing.AllocsPerRun(100, func() {
+		_, _ = tel.StartRequest(context.Background(), plain, "http", "example.test", "80")
+	}); allocs != 0 {
+		t.Errorf("StartRequest with nothing installed: %.0f allocations per request, want 0", allocs)
+	}
+
+	// Installed after the client was made: spans are recorded from now on.
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	req2, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	_, r2 := tel.StartRequest(context.Background(), req2, "http", "example.test", "80")
+	if r2 == nil {
+		t.Fatal("no span after a tracer provider was installed")
+	}
+	r2.Responded(&http.Response{StatusCode: 200, Body: http.NoBody})
+	r2.ExchangeDone()
+	if n := len(rec.Ended()); n != 1 {
+		t.Fatalf("%d spans ended, want 1", n)
+	}
+}
