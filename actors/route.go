@@ -66,6 +66,7 @@ type connState struct {
 	served    int
 	idleIdx   int        // position in route.idle while idle
 	dial      DialTiming // reported with the first lease only
+	release   *Release   // the Release message of every lease of this connection (see Lease)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -253,7 +254,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) {
 		r.reuses++
 	}
 	w.Reply <- LeaseResponse{Lease: Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial}}
+		Waited: waited, QueuePos: q.pos, Dial: cs.dial, Release: cs.release}}
 	cs.dial = DialTiming{}
 }
 

@@ -42,7 +42,8 @@ func (r *Route) onPermitGranted(ctx actor.Context) {
 	r.nextID++
 	id := r.nextID
 	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1}
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1,
+		release: &Release{ConnID: id}}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
 	r.dialing++

@@ -41,6 +41,12 @@ type Lease struct {
 	Waited   time.Duration // how long the request waited in the route's queue
 	QueuePos int           // its position in the queue on arrival (1 = first); 0 = served at once
 	Dial     DialTiming    // the connection's dial, on its first lease only
+	// Release is the message that ends this lease: the holder fills in
+	// Reusable and Idle and sends it to the route. There is one per
+	// connection, re-used by each of its leases: the route has processed a
+	// connection's Release before it can lease the connection again, so the
+	// message is never changed while in flight.
+	Release *Release
 }
 
 // DialTiming says how long a connection's dial took (Took), of which TCP

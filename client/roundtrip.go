@@ -94,7 +94,7 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 		}
 		tel.LeaseGranted(telemetry.LeaseInfo{Waited: lease.Waited, QueuePos: lease.QueuePos, Reused: lease.Reused,
 			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS})
-		cl.route, cl.connID = h.PID, lease.ConnID
+		cl.route, cl.release = h.PID, lease.Release
 		cl.ex.Req, cl.ex.Reused = req, lease.Reused
 		// Two owners from here on: this goroutine until it has read the answer,
 		// and Done, which may run first (a response without a body ends the
@@ -123,7 +123,8 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 			cl.disown() // cl.released ends the request when the body ends
 			return ex.Resp, nil
 		}
-		c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: false})
+		cl.release.Reusable, cl.release.Idle = false, 0
+		c.sys.Root.Send(cl.route, cl.release)
 		if attempt == 0 && lease.Reused {
 			if next, ok := replayable(req, ex.Err); ok && retryAllowed(ctx, ex.Err) {
 				tel.Retry(ex.Err)
@@ -144,8 +145,8 @@ func (c *Client) roundTrip(ctx context.Context, req *http.Request, key route.Key
 // Requests recycle calls (a sync.Pool), which saves five allocations per
 // request: a call goes back to the pool only once no actor can read or answer
 // it any more (its lease answered, its exchange over), and never after Close
-// cut a wait short. Messages that the actors may still hold (Release) are
-// allocated afresh: a message is never changed after it is sent.
+// cut a wait short. The Release message is the connection's own (see
+// actors.Lease), never the call's: the route may still be reading it.
 type call struct {
 	c          *Client
 	lease      actors.LeaseRequest
@@ -153,12 +154,12 @@ type call struct {
 	ex         conn.ExchangeRequest
 	exReply    chan conn.ExchangeResponse
 
-	trace  *httptrace.ClientTrace
-	tel    *telemetry.Request
-	route  *actor.PID
-	connID uint64
-	lost   bool         // an actor may still answer: do not recycle
-	owners atomic.Int32 // during an exchange that answered: the caller and Done
+	trace   *httptrace.ClientTrace
+	tel     *telemetry.Request
+	route   *actor.PID
+	release *actors.Release // the lease's (see actors.Lease)
+	lost    bool            // an actor may still answer: do not recycle
+	owners  atomic.Int32    // during an exchange that answered: the caller and Done
 }
 
 var calls sync.Pool // of *call; New is set in init (call.recycle refers to calls)
@@ -187,7 +188,8 @@ func (cl *call) released(reusable bool, idle time.Duration) {
 	if reusable && cl.trace != nil && cl.trace.PutIdleConn != nil {
 		cl.trace.PutIdleConn(nil)
 	}
-	c.sys.Root.Send(cl.route, &actors.Release{ConnID: cl.connID, Reusable: reusable, Idle: idle})
+	cl.release.Reusable, cl.release.Idle = reusable, idle
+	c.sys.Root.Send(cl.route, cl.release)
 	c.unadmit()
 	cl.tel.ExchangeDone()
 	cl.disown()
@@ -205,7 +207,7 @@ func (cl *call) recycle() {
 		return
 	}
 	done := cl.ex.Done
-	cl.c, cl.trace, cl.tel, cl.route, cl.connID = nil, nil, nil, nil, 0
+	cl.c, cl.trace, cl.tel, cl.route, cl.release = nil, nil, nil, nil, nil
 	cl.lease = actors.LeaseRequest{Reply: cl.leaseReply}
 	cl.ex = conn.ExchangeRequest{Reply: cl.exReply, Done: done}
 	calls.Put(cl)
@@ -252,7 +254,9 @@ func (c *Client) lease(ctx context.Context, cl *call, key route.Key, fresh bool)
 			}
 			if r.Err == nil {
 				// Served just as we gave up: the connection goes back untouched.
-				c.sys.Root.Send(h.PID, &actors.Release{ConnID: r.Lease.ConnID, Reusable: true})
+				rel := r.Lease.Release
+				rel.Reusable, rel.Idle = true, 0
+				c.sys.Root.Send(h.PID, rel)
 			}
 			return nil, actors.Lease{}, cancelErr
 		}

@@ -34,7 +34,8 @@ type body struct {
 	mu        sync.Mutex // serializes Read and Close
 	c         *Actor     // lent: only its socket and reader are used
 	rc        io.ReadCloser
-	dl        *exchangeDeadlines
+	dl        *exchangeDeadlines // &deadlines
+	deadlines exchangeDeadlines
 	ex        *expectation // non-nil when the request was written on its own goroutine
 	done      func(reusable bool, idle time.Duration)
 	reusable  bool

@@ -67,7 +67,9 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 
 	// The request's context bounds the whole exchange, body included: when it
 	// ends, a past deadline interrupts whatever I/O is blocked.
-	dl := &exchangeDeadlines{nc: c.nc, ctx: ctx}
+	b := &body{c: c} // one allocation for the body and the exchange's deadlines
+	b.deadlines = exchangeDeadlines{nc: c.nc, ctx: ctx}
+	dl := &b.deadlines
 	dl.watch()
 	trace := httptrace.ContextClientTrace(ctx)
 
@@ -87,8 +89,8 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	}
 	dl.endHead()
 	reusable, idle := Reusable(req, resp)
-	b := &body{c: c, rc: resp.Body, dl: dl, ex: ex, done: m.Done, reusable: reusable, idle: idle,
-		remaining: resp.ContentLength}
+	b.rc, b.dl, b.ex, b.done, b.reusable, b.idle = resp.Body, dl, ex, m.Done, reusable, idle
+	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		// No body (HEAD, 204, 304, Content-Length: 0): the exchange is over now.
 		resp.Body.Close()
