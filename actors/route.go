@@ -84,8 +84,7 @@ type Route struct {
 	conns   map[uint64]*connState
 	byPID   map[string]*connState
 	idle    []*connState // LRU first, MRU last
-	waiters WaitQueue[*LeaseRequest]
-	queued  map[uint64]queuedAt // waiter id -> arrival (for Waited, QueuePos)
+	waiters WaitQueue[waiter]
 
 	dialing, permitsPending int
 	nextID                  uint64
@@ -100,6 +99,12 @@ type Route struct {
 	recentWaits  ring[Wait]
 }
 
+// waiter is a queued LeaseRequest with when and where it queued.
+type waiter struct {
+	req *LeaseRequest
+	queuedAt
+}
+
 type queuedAt struct {
 	at  time.Time
 	pos int
@@ -110,7 +115,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished
 	return func() actor.Actor {
 		return &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
-			queued: map[uint64]queuedAt{}, closedBy: map[string]uint64{},
+			closedBy: map[string]uint64{},
 			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
 	}
 }
@@ -160,8 +165,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 			return
 		}
 	}
-	r.waiters.Push(m.ID, m)
-	r.queued[m.ID] = queuedAt{at: r.cfg.Now(), pos: r.waiters.Len()}
+	r.waiters.Push(m.ID, waiter{req: m, queuedAt: queuedAt{at: r.cfg.Now(), pos: r.waiters.Len() + 1}})
 	if m.Fresh {
 		r.freshWaiters++
 	}
@@ -175,17 +179,17 @@ func (r *Route) onLeaseCancel(m *LeaseCancel) {
 		return // already granted: the caller releases the lease
 	}
 	r.dequeued(w)
-	w.Reply <- LeaseResponse{Err: m.Err}
+	w.req.Reply <- LeaseResponse{Err: m.Err}
 	r.publish()
 }
 
-func (r *Route) dequeued(w *LeaseRequest) queuedAt {
-	if w.Fresh {
+// dequeued accounts for a waiter that left the queue and returns when and where
+// it had queued.
+func (r *Route) dequeued(w waiter) queuedAt {
+	if w.req.Fresh {
 		r.freshWaiters--
 	}
-	q := r.queued[w.ID]
-	delete(r.queued, w.ID)
-	return q
+	return w.queuedAt
 }
 
 func (r *Route) onRelease(ctx actor.Context, m *Release) {
@@ -219,9 +223,8 @@ func (r *Route) onRelease(ctx actor.Context, m *Release) {
 // closed at once: it would be the least recently used idle connection anyway.
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 	fresh := cs.served == 0
-	if _, chosen, ok := r.waiters.Find(func(w *LeaseRequest) bool { return fresh || !w.Fresh }); ok {
-		r.waiters.Remove(chosen.ID)
-		r.grant(chosen, cs, r.dequeued(chosen))
+	if _, chosen, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh }); ok {
+		r.grant(chosen.req, cs, r.dequeued(chosen))
 		return
 	}
 	if r.supWantsRoom() {
@@ -296,7 +299,7 @@ func (r *Route) onStopping(ctx actor.Context) {
 			break
 		}
 		r.dequeued(w)
-		w.Reply <- LeaseResponse{Err: ErrRouteClosed}
+		w.req.Reply <- LeaseResponse{Err: ErrRouteClosed}
 	}
 	for _, cs := range r.conns {
 		r.closeConn(ctx, cs, ReasonClientClosed)

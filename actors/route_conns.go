@@ -62,7 +62,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		// The oldest waiter learns why; the others get dials of their own.
 		if _, w, ok := r.waiters.Pop(); ok {
 			r.dequeued(w)
-			w.Reply <- LeaseResponse{Err: m.Err}
+			w.req.Reply <- LeaseResponse{Err: m.Err}
 		}
 		r.wantConns(ctx)
 		r.publish()
@@ -171,9 +171,9 @@ func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
 // the request that caused the dial, as in net/http.
 func (r *Route) dialLife() context.Context {
 	i := 0
-	_, w, ok := r.waiters.Find(func(*LeaseRequest) bool { i++; return i > r.dialing })
-	if !ok || w.Trace == nil {
+	_, w, ok := r.waiters.Find(func(waiter) bool { i++; return i > r.dialing })
+	if !ok || w.req.Trace == nil {
 		return r.cfg.Life
 	}
-	return httptrace.WithClientTrace(r.cfg.Life, w.Trace)
+	return httptrace.WithClientTrace(r.cfg.Life, w.req.Trace)
 }

@@ -89,6 +89,18 @@ func (q *WaitQueue[T]) Find(match func(T) bool) (id uint64, v T, ok bool) {
 	return 0, v, false
 }
 
+// TakeFirst removes and returns the oldest waiter for which match is true.
+func (q *WaitQueue[T]) TakeFirst(match func(T) bool) (id uint64, v T, ok bool) {
+	for n := q.head; n != nil; n = n.next {
+		if match(n.val) {
+			id, v = n.id, n.val
+			q.unlink(n)
+			return id, v, true
+		}
+	}
+	return 0, v, false
+}
+
 // Each calls f for every waiter in arrival order.
 func (q *WaitQueue[T]) Each(f func(id uint64, v T)) {
 	for n := q.head; n != nil; n = n.next {
