@@ -116,7 +116,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished
 		return &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
 			closedBy: map[string]uint64{},
-			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
+			tel:      cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
 	}
 }
 
