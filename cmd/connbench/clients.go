@@ -63,6 +63,8 @@ func newBenchClient(kind string, s clientSpec) (benchClient, error) {
 		return newConnactor(s)
 	case kindFasthttp:
 		return newFasthttp(s), nil
+	case kindStdPool:
+		return newStdPool(s)
 	case kindRaw:
 		return newRaw(s)
 	}

@@ -1,5 +1,7 @@
 // Command connbench measures connactor against net/http's Transport,
-// valyala/fasthttp's HostClient and a "raw" client (a fixed set of connections,
+// valyala/fasthttp's HostClient, a "pool+std" client (a fixed set of
+// connections exchanging with net/http's Request.Write and ReadResponse: a free
+// pool on net/http's parsing) and a "raw" client (a fixed set of connections,
 // a pre-serialised GET, minimal response parsing: the practical limit), all with
 // the same per-host connection limit, on a loopback keep-alive HTTP/1.1 server
 // that runs in a separate process: this binary re-executed with -serve (a
@@ -33,10 +35,11 @@ const (
 	kindNetHTTP   = "nethttp"
 	kindConnactor = "connactor"
 	kindFasthttp  = "fasthttp"
+	kindStdPool   = "stdpool"
 	kindRaw       = "raw"
 )
 
-var allClients = []string{kindNetHTTP, kindConnactor, kindFasthttp, kindRaw}
+var allClients = []string{kindNetHTTP, kindConnactor, kindFasthttp, kindStdPool, kindRaw}
 
 // Server kinds.
 const (

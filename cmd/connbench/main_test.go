@@ -91,7 +91,7 @@ func TestEveryClientCompletesRequestsWithoutErrorsAgainstTheGoServer(t *testing.
 	if err := rep.writeTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"net/http", "connactor", "fasthttp", "raw", "routes4/16KiB", "x net/http"} {
+	for _, want := range []string{"net/http", "connactor", "fasthttp", "pool+std", "raw", "routes4/16KiB", "x net/http"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -78,7 +78,7 @@ func (r *report) writeJSON(w io.Writer) error {
 }
 
 var clientNames = map[string]string{
-	kindNetHTTP: "net/http", kindConnactor: "connactor", kindFasthttp: "fasthttp", kindRaw: "raw",
+	kindNetHTTP: "net/http", kindConnactor: "connactor", kindFasthttp: "fasthttp", kindStdPool: "pool+std", kindRaw: "raw",
 }
 
 // writeTable prints the results as an aligned table, a blank line between
@@ -141,12 +141,14 @@ const tableNotes = `Notes:
   net/http and connactor are called through RoundTrip; bodies are read to EOF and closed.
 - fasthttp: HostClient (MaxConns), callers wait for a connection (MaxConnWaitTimeout); fasthttp.Client
   (MaxConnsPerHost) for several routes. raw: a fixed set of connections dialed up front, a pre-serialised
-  GET and minimal status/Content-Length parsing: the practical limit.
+  GET and minimal status/Content-Length parsing: the practical limit. pool+std: raw's connections and
+  channel, exchanging with net/http's Request.Write and http.ReadResponse (as connactor does): a nearly
+  free pool on net/http's parsing; connactor minus pool+std is what connactor's pool costs.
 - routes200: 200 routes (127.0.0.1..200, one port), each request to a uniformly random route, 4 connections
   per route. Only connactor has a limit on open connections across routes (MaxConnsTotal 64: it evicts
   the least recently used idle connection). net/http has none: MaxIdleConns 64 caps its idle connections
-  (closing the least recently used) while up to 800 may be open; fasthttp and raw have no total limit
-  (raw holds all 800 open).
+  (closing the least recently used) while up to 800 may be open; fasthttp, pool+std and raw have no
+  total limit (pool+std and raw hold all 800 open).
 `
 
 func ratio(v *float64) string {
