@@ -246,11 +246,13 @@ func (c *Client) lease(ctx context.Context, cl *call, key route.Key, fresh bool)
 		}
 		if cancelErr != nil {
 			c.sys.Root.Send(h.PID, &actors.LeaseCancel{ID: id, Err: cancelErr})
-			select {
-			case r = <-reply:
-			case <-c.closedCh:
+			var ok bool
+			if r, ok = c.awaitCancelled(h, reply); !ok {
 				cl.lost = true
-				return nil, actors.Lease{}, ErrClosed
+				if c.isClosed() {
+					return nil, actors.Lease{}, ErrClosed
+				}
+				return nil, actors.Lease{}, cancelErr
 			}
 			if r.Err == nil {
 				// Served just as we gave up: the connection goes back untouched.
@@ -274,6 +276,37 @@ func (c *Client) lease(ctx context.Context, cl *call, key route.Key, fresh bool)
 			return nil, actors.Lease{}, &ExchangeError{Op: "dial", Err: fmt.Errorf("%s: %w", key, r.Err)}
 		}
 		return h, r.Lease, nil
+	}
+}
+
+// awaitCancelled waits for the one answer a cancelled LeaseRequest still gets.
+// It gives up (false) when the client closes or the route actor has stopped: a
+// route that stopped after a panic never answers the requests that were still in
+// its mailbox (protoactor drops them), and nothing else would end this wait.
+func (c *Client) awaitCancelled(h *actors.RouteHandle, reply chan actors.LeaseResponse) (actors.LeaseResponse, bool) {
+	select {
+	case r := <-reply:
+		return r, true
+	default:
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-reply:
+			return r, true
+		case <-c.closedCh:
+			return actors.LeaseResponse{}, false
+		case <-tick.C:
+			if h.Pub.Stopped.Load() {
+				select {
+				case r := <-reply:
+					return r, true
+				default:
+					return actors.LeaseResponse{}, false
+				}
+			}
+		}
 	}
 }
 
