@@ -27,13 +27,13 @@ fuzz:
 
 ## bench: Go micro-benchmarks (connactor vs net/http in the same run), then a
 ## short cmd/connbench run (1s a cell; go, fasthttp and nginx servers in their
-## own processes): about 3 minutes on 2 cores
+## own processes): about 4 minutes on 2 cores
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./...
 	$(GO) run ./cmd/connbench -server all -duration 1s -warmup 250ms
 
 ## bench-full: the same at full length, each cell the median of 3 interleaved
-## rounds (how BENCHMARKS.md was measured): about 15 minutes
+## rounds (BENCHMARKS.md adds -maxother 0.15 on a shared machine): about 20 minutes
 bench-full:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./cmd/connbench -server all -duration 2s -warmup 300ms -count 3

@@ -201,8 +201,10 @@ func BenchmarkLeaseRelease(b *testing.B) {
 		f := newRouteBench(b, 1, 2)
 		h := f.idleRoute(b, 0, 1)
 		other := f.route(b, 1)
-		f.lease(b, other, 1)                           // the other route's one connection, never released
-		replies := make([]chan LeaseResponse, waiters) // answered when the route stops
+		// The other route's one connection stays leased; its waiters are
+		// answered when the route stops.
+		f.lease(b, other, 1)
+		replies := make([]chan LeaseResponse, waiters)
 		for i := range replies {
 			replies[i] = make(chan LeaseResponse, 1)
 		}
