@@ -215,7 +215,7 @@ func (c *Client) Stats() Stats {
 		c.sys.Root.Send(h.PID, &actors.RouteStatsRequest{Reply: rs})
 		asked++
 	}
-	st := Stats{MaxConnsTotal: sr.MaxTotal, Evictions: sr.Evictions, Expired: sr.Expired,
+	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
 		PendingPermits: sr.PermitWaiters, PendingAdmission: sr.AdmitWaiters,
 		InFlight: int(c.pub.InFlight.Load())}
 	timeout := time.NewTimer(5 * time.Second)

@@ -40,8 +40,11 @@ func TestPerRouteAndTotalLimitsHoldUnderConcurrentHammering(t *testing.T) {
 			default:
 			}
 			st := c.Stats()
-			if st.Open > total {
-				badSample.Store(fmt.Sprintf("Stats.Open %d > total %d", st.Open, total))
+			// The supervisor's count is consistent; Open sums routes read one
+			// after the other and may show a place closed on one route and
+			// re-used on another (the servers' counts check the real total).
+			if st.Connections > total {
+				badSample.Store(fmt.Sprintf("Stats.Connections %d > total %d", st.Connections, total))
 			}
 			for _, r := range st.Routes {
 				if r.Open > perRoute {

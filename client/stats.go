@@ -11,7 +11,12 @@ type Stats struct {
 	Open, Leased, Idle, Pending int // totals across routes
 	Routes                      []RouteStats
 
-	MaxConnsTotal    int
+	MaxConnsTotal int
+	// Connections is the supervisor's own count of open and dialing connections
+	// across routes: always <= MaxConnsTotal. Open (the sum over Routes) may
+	// briefly differ, since routes are read one after the other: a connection
+	// closed on one route and its place re-used on another can both show.
+	Connections      int
 	InFlight         int    // admitted requests (MaxConcurrentRequests counts these)
 	PendingAdmission int    // requests waiting for admission
 	PendingPermits   int    // routes' requests for room under MaxConnsTotal
