@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -15,9 +14,6 @@ import (
 	"github.com/connactor/connactor/telemetry"
 )
 
-// ErrRouteClosed answers leases on a route that is shutting down with its client.
-var ErrRouteClosed = errors.New("actors: route closed")
-
 // RouteConfig is shared, read-only, by every route actor of a client.
 type RouteConfig struct {
 	MaxConnsPerRoute int
@@ -27,22 +23,29 @@ type RouteConfig struct {
 	Life             context.Context // ends when the client closes; bounds dials
 	Logger           *slog.Logger
 	Now              func() time.Time // the clock (tests may fake it)
-	// Sup is the supervisor's published state; routes read PermitWaiters to give
-	// up a freed connection when another route waits for room.
-	Sup *SupervisorPublished
 	// Tel receives connection and lease telemetry (nil = none).
 	Tel *telemetry.Telemetry
+	// Supervision governs the route's connection actors (see supervision.go).
+	Supervision Supervision
+	// Fault is the fault-injection hook of tests (nil in production).
+	Fault FaultHook
 }
 
-// RoutePublished holds counters a route actor publishes for readers outside it
-// (the supervisor's LRU choice, gauges, the front door). Only the route writes them.
+// RoutePublished is what a route actor publishes for readers outside it,
+// without a message. The route actor is the single writer of every field: it
+// stores them after each message it handles (publish).
 type RoutePublished struct {
-	Idle         atomic.Int32
-	Leased       atomic.Int32
-	Open         atomic.Int32
-	Pending      atomic.Int32
-	LRUIdleSince atomic.Int64 // unix nanos of the oldest idle connection; 0 = none
-	Stopped      atomic.Bool
+	// Idle is the number of idle connections. Read by the supervisor (expiry
+	// ticks go only to routes with idle connections) and the pool gauges.
+	Idle atomic.Int32
+	// Leased is the number of connections leased. Read by the pool gauges.
+	Leased atomic.Int32
+	// Pending is the number of callers waiting. Read by the pool gauges.
+	Pending atomic.Int32
+	// LRUIdleSince is when the least recently used idle connection became
+	// idle (unix nanos; 0 = none). Read by the supervisor to choose which
+	// route gives up an idle connection under MaxConnsTotal.
+	LRUIdleSince atomic.Int64
 }
 
 type connPhase uint8
@@ -66,7 +69,6 @@ type connState struct {
 	served    int
 	idleIdx   int        // position in route.idle while idle
 	dial      DialTiming // reported with the first lease only
-	release   *Release   // the Release message of every lease of this connection (see Lease)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -90,8 +92,10 @@ type Route struct {
 	nextID                  uint64
 	closed                  bool
 	freshWaiters            int
+	roomWanted              bool // the supervisor wants freed connections closed (RoomWanted)
 
 	opened, closedN, leases, reuses uint64
+	dialFailures, leaseTimeouts     uint64
 	closedBy                        map[string]uint64
 
 	tel          *telemetry.Route
@@ -120,67 +124,93 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished
 	}
 }
 
-// Receive handles the route actor's messages.
+// Receive handles the route actor's messages. Every handler may free or need
+// connections, so the tail (ask for permits, publish the counters) runs once
+// after the switch.
 func (r *Route) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	if r.cfg.Fault != nil {
+		r.cfg.Fault("route", msg)
+	}
+	switch m := msg.(type) {
 	case *LeaseRequest:
 		r.onLease(ctx, m)
-	case *LeaseCancel:
-		r.onLeaseCancel(m)
-	case *Release:
-		r.onRelease(ctx, m)
-	case *PermitGranted:
-		r.onPermitGranted(ctx)
+	case *LeaseCancelled:
+		r.onLeaseCancelled(ctx, m)
+	case *Released:
+		r.onReleased(ctx, m)
+	case *PermitResponse:
+		r.onPermit(ctx)
+	case *RoomWanted:
+		r.roomWanted = m.Wanted
 	case *conn.Dialed:
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
 	case *EvictIdleRequest:
 		r.onEvictIdle(ctx)
-	case *ExpireIdle:
+		return // answered after publishing (see onEvictIdle)
+	case *ExpiryTicked:
 		r.onExpire(ctx, m.Now)
 	case *RouteStatsRequest:
 		m.Reply <- r.stats()
+		return
 	case *actor.Started:
 		r.self = ctx.Self()
+		return
 	case *actor.Stopping:
 		r.onStopping(ctx)
 	case *actor.Terminated:
 		r.onTerminated(ctx, m)
 	case *actor.Stopped, *actor.Restarting:
+		return
 	default:
 		r.cfg.Logger.Warn("route: unknown message", "route", r.name, "type", fmt.Sprintf("%T", m))
-	}
-}
-
-func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
-	if r.closed {
-		m.Reply <- LeaseResponse{Err: ErrRouteClosed}
 		return
-	}
-	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
-		if cs := r.popIdle(ctx); cs != nil {
-			r.grant(m, cs, queuedAt{})
-			r.publish()
-			return
-		}
-	}
-	r.waiters.Push(m.ID, waiter{req: m, queuedAt: queuedAt{at: r.cfg.Now(), pos: r.waiters.Len() + 1}})
-	if m.Fresh {
-		r.freshWaiters++
 	}
 	r.wantConns(ctx)
 	r.publish()
 }
 
-func (r *Route) onLeaseCancel(m *LeaseCancel) {
-	w, ok := r.waiters.Remove(m.ID)
-	if !ok {
-		return // already granted: the caller releases the lease
+func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
+	if r.closed {
+		m.Ticket.Reject(ErrRouteClosed)
+		return
 	}
-	r.dequeued(w)
-	w.req.Reply <- LeaseResponse{Err: m.Err}
-	r.publish()
+	if m.Ticket.Done() {
+		return // gave up before we got to it; its LeaseCancelled follows
+	}
+	// An idle connection goes to this caller only if nobody who can take it
+	// queued earlier (fresh waiters cannot take a re-used connection).
+	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
+		if cs := r.popIdle(ctx); cs != nil {
+			if !r.grant(m, cs, queuedAt{}) {
+				r.available(ctx, cs, r.cfg.Now()) // cancelled meanwhile: back it goes
+			}
+			return
+		}
+	}
+	r.waiters.Push(m.Ticket.ID, waiter{req: m, queuedAt: queuedAt{at: r.cfg.Now(), pos: r.waiters.Len() + 1}})
+	if m.Fresh {
+		r.freshWaiters++
+	}
+}
+
+// onLeaseCancelled drops a waiter that gave up, and takes back a connection
+// delivered to it just before it gave up.
+func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
+	if w, ok := r.waiters.Remove(m.Ticket.ID); ok {
+		r.dequeued(w)
+	}
+	if m.TimedOut {
+		r.leaseTimeouts++
+	}
+	if l, ok := m.Ticket.Returned(); ok {
+		if cs := r.conns[l.ConnID]; cs != nil && cs.phase == phaseLeased {
+			// Untouched: it goes back as it was, keeping its idle caps.
+			r.available(ctx, cs, r.cfg.Now())
+		}
+	}
 }
 
 // dequeued accounts for a waiter that left the queue and returns when and where
@@ -192,10 +222,10 @@ func (r *Route) dequeued(w waiter) queuedAt {
 	return w.queuedAt
 }
 
-func (r *Route) onRelease(ctx actor.Context, m *Release) {
+func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	cs := r.conns[m.ConnID]
 	if cs == nil || cs.phase != phaseLeased {
-		return // closed meanwhile (eviction, client close)
+		return // closed meanwhile (client close)
 	}
 	cs.served++
 	now := r.cfg.Now()
@@ -213,21 +243,25 @@ func (r *Route) onRelease(ctx actor.Context, m *Release) {
 		}
 		r.available(ctx, cs, now)
 	}
-	r.wantConns(ctx)
-	r.publish()
 }
 
-// available hands a connection that just became free (released or dialed) to the
-// oldest waiter that can take it, or makes it idle. When other routes are waiting
-// for room under MaxConnsTotal and no waiter here needs it, the connection is
-// closed at once: it would be the least recently used idle connection anyway.
+// available hands a connection that just became free (released, returned or
+// dialed) to the oldest waiter that can take it, or makes it idle. When the
+// supervisor wants room for other routes and no waiter here needs it, the
+// connection is closed at once: it would be the least recently used idle
+// connection anyway.
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 	fresh := cs.served == 0
-	if _, chosen, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh }); ok {
-		r.grant(chosen.req, cs, r.dequeued(chosen))
-		return
+	for {
+		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh })
+		if !ok {
+			break
+		}
+		if r.grant(w.req, cs, r.dequeued(w)) {
+			return
+		}
 	}
-	if r.supWantsRoom() {
+	if r.roomWanted {
 		r.closeConn(ctx, cs, ReasonEvicted)
 		return
 	}
@@ -235,10 +269,15 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 	cs.idleSince = now
 	cs.idleIdx = len(r.idle)
 	r.idle = append(r.idle, cs)
-	ctx.Send(cs.pid, &conn.WatchIdle{})
+	ctx.Send(cs.pid, wentIdle)
 }
 
-func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) {
+// wentIdle is the one message, never changed, that tells a connection it is idle.
+var wentIdle = &conn.WatchIdle{}
+
+// grant delivers cs to the waiter's ticket. It reports false, changing nothing,
+// when the waiter has given up: the caller keeps cs.
+func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	now := r.cfg.Now()
 	var idleFor, waited time.Duration
 	if !cs.idleSince.IsZero() {
@@ -246,19 +285,25 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) {
 	}
 	if q.pos > 0 {
 		waited = now.Sub(q.at)
+	}
+	lease := Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
+		Waited: waited, QueuePos: q.pos, Dial: cs.dial}
+	if !w.Ticket.Deliver(lease) {
+		return false
+	}
+	if q.pos > 0 {
 		r.recentWaits.add(Wait{At: now, Waited: waited, QueuePos: q.pos})
 	}
 	r.tel.LeaseGranted(waited)
 	cs.phase = phaseLeased
 	cs.idleSince = time.Time{}
-	cs.leasedAt = r.cfg.Now()
+	cs.leasedAt = now
 	r.leases++
 	if cs.served > 0 {
 		r.reuses++
 	}
-	w.Reply <- LeaseResponse{Lease: Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial, Release: cs.release}}
 	cs.dial = DialTiming{}
+	return true
 }
 
 // popIdle takes the most recently used idle connection that is still good,
@@ -292,23 +337,17 @@ func (r *Route) removeIdle(cs *connState) {
 // every waiter is answered, every socket closed and reported.
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
-	r.pub.Stopped.Store(true)
 	for {
 		_, w, ok := r.waiters.Pop()
 		if !ok {
 			break
 		}
 		r.dequeued(w)
-		w.req.Reply <- LeaseResponse{Err: ErrRouteClosed}
+		w.req.Ticket.Reject(ErrRouteClosed)
 	}
 	for _, cs := range r.conns {
 		r.closeConn(ctx, cs, ReasonClientClosed)
 	}
 	// Permits granted after this point are dead letters: the supervisor reclaims
 	// whatever this route still held when it sees the route terminate.
-	r.publish()
-}
-
-func (r *Route) supWantsRoom() bool {
-	return r.cfg.Sup != nil && r.cfg.Sup.PermitWaiters.Load() > 0
 }

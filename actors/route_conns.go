@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/connactor/connactor/conn"
 )
 
@@ -33,7 +34,9 @@ func (r *Route) wantConns(ctx actor.Context) {
 	}
 }
 
-func (r *Route) onPermitGranted(ctx actor.Context) {
+// onPermit spawns a connection actor for a permit, unless nobody needs it any
+// more.
+func (r *Route) onPermit(ctx actor.Context) {
 	r.permitsPending--
 	if r.closed || r.waiters.Len() <= r.dialing || len(r.conns) >= r.cfg.MaxConnsPerRoute {
 		ctx.Send(r.sup, &PermitReturned{From: r.self})
@@ -42,12 +45,10 @@ func (r *Route) onPermitGranted(ctx actor.Context) {
 	r.nextID++
 	id := r.nextID
 	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1,
-		release: &Release{ConnID: id}}
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
 	r.dialing++
-	r.publish()
 }
 
 func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
@@ -56,16 +57,22 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		return
 	}
 	if m.Err != nil {
+		r.dialFailures++
 		r.cfg.Logger.Debug("route: dial failed", "route", r.name, "err", m.Err)
 		r.tel.DialFailed(r.name, m.Err, m.Took)
 		r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
-		// The oldest waiter learns why; the others get dials of their own.
-		if _, w, ok := r.waiters.Pop(); ok {
+		// The oldest waiter still waiting learns why; the others get dials of
+		// their own (wantConns after this message).
+		for {
+			_, w, ok := r.waiters.Pop()
+			if !ok {
+				break
+			}
 			r.dequeued(w)
-			w.req.Reply <- LeaseResponse{Err: m.Err}
+			if w.req.Ticket.Reject(m.Err) {
+				break
+			}
 		}
-		r.wantConns(ctx)
-		r.publish()
 		return
 	}
 	r.dialing--
@@ -75,8 +82,6 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, m.Took)
 	r.available(ctx, cs, r.cfg.Now())
-	r.wantConns(ctx)
-	r.publish()
 }
 
 func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
@@ -85,18 +90,20 @@ func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 		return // leased meanwhile: the exchange finds out and fails as stale
 	}
 	r.closeConn(ctx, cs, ReasonServerClosed)
-	r.wantConns(ctx)
-	r.publish()
 }
 
+// onEvictIdle closes the least recently used idle connection, if any, and
+// answers after publishing, so that the supervisor never reads counters older
+// than its answer.
 func (r *Route) onEvictIdle(ctx actor.Context) {
 	evicted := false
 	if len(r.idle) > 0 {
 		r.closeConn(ctx, r.idle[0], ReasonEvicted)
 		evicted = true
 	}
-	ctx.Send(r.sup, &EvictIdleResponse{From: r.self, Evicted: evicted})
+	r.wantConns(ctx)
 	r.publish()
+	ctx.Send(r.sup, &EvictIdleResponse{From: r.self, Evicted: evicted})
 }
 
 func (r *Route) onExpire(ctx actor.Context, now time.Time) {
@@ -108,8 +115,6 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 		}
 		i++
 	}
-	r.wantConns(ctx)
-	r.publish()
 }
 
 // closeConn closes a connection's socket now (Abort is a non-blocking close),
@@ -132,25 +137,23 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	}
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
+	// Closed and ClosedBy count connections that were open; failed dials are
+	// DialFailures.
 	if reason != ReasonDialFailed {
 		r.closedN++
+		r.closedBy[string(reason)]++
 		age := r.cfg.Now().Sub(cs.created)
 		r.recentCloses.add(ClosedConn{At: r.cfg.Now(), Reason: reason, Age: age, Served: cs.served})
 		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
 	}
-	r.closedBy[string(reason)]++
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
 }
 
 // onTerminated handles a connection actor that stopped on its own (a panic).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
-	cs := r.byPID[m.Who.Id]
-	if cs == nil {
-		return
+	if cs := r.byPID[m.Who.Id]; cs != nil {
+		r.closeConn(ctx, cs, ReasonError)
 	}
-	r.closeConn(ctx, cs, ReasonError)
-	r.wantConns(ctx)
-	r.publish()
 }
 
 func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {

@@ -5,34 +5,42 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/internal/wait"
 )
 
-// LeaseRequest is sent by a caller (the client front door, on the caller's
-// goroutine) to a route actor to lease a connection. It is answered exactly once
-// on Reply (cap 1): a grant, a rejection, or, after a LeaseCancel that found the
-// request still queued, the cancellation's error. Waiters are served in arrival
-// order. Fresh asks for a connection that has served no request yet (the one
-// retry after a stale re-used connection). Trace, when set, receives the
+// LeaseRequest is sent by the front door (on the caller's goroutine) to a route
+// actor: lease a connection for one request. It is answered through Ticket,
+// exactly once: Deliver(Lease), or Reject(err) with ErrRouteClosed or the dial
+// error of the connection meant for it. Waiters are served in arrival order. A
+// caller that gives up cancels the ticket and sends LeaseCancelled; a lease the
+// route delivers to a cancelled ticket stays with the route.
+//
+// Fresh asks for a connection that has served no request yet (the one retry
+// after a stale re-used connection). Trace, when set, receives the
 // ConnectStart/ConnectDone and TLSHandshakeStart/Done hooks of a dial made for
 // this request (the dial runs in the connection actor, outside the caller's
 // context).
 type LeaseRequest struct {
-	ID    uint64
-	Fresh bool
-	Reply chan LeaseResponse
-	Trace *httptrace.ClientTrace
+	Ticket *wait.Ticket[Lease]
+	Fresh  bool
+	Trace  *httptrace.ClientTrace
 }
 
-// LeaseResponse answers a LeaseRequest: a Lease, or an error (ErrRouteClosed,
-// the cancellation's error, or the dial error of the connection meant for it).
-type LeaseResponse struct {
-	Lease Lease
-	Err   error
+// LeaseCancelled is sent by the front door to the route actor after it
+// cancelled the ticket of its LeaseRequest (context ended, LeaseTimeout, Close).
+// No reply. The route drops the waiter from its queue and, if the lease had
+// been delivered just before the cancel (Ticket.Returned), takes the
+// connection back: the one place where a lost race is undone. TimedOut says
+// the caller gave up because LeaseTimeout passed (counted in the route's stats).
+type LeaseCancelled struct {
+	Ticket   *wait.Ticket[Lease]
+	TimedOut bool
 }
 
-// Lease is a connection leased to one caller. The holder sends its exchange to
-// Conn and, when the exchange is over, a Release to the route. It holds no state
-// of the route's: it is a receipt.
+// Lease is a connection leased to one caller: a receipt, holding nothing of the
+// route's state. The holder sends its ExchangeRequest to Conn and, when the
+// exchange is over, a Released to the route.
 type Lease struct {
 	ConnID   uint64
 	Conn     *actor.PID
@@ -41,12 +49,6 @@ type Lease struct {
 	Waited   time.Duration // how long the request waited in the route's queue
 	QueuePos int           // its position in the queue on arrival (1 = first); 0 = served at once
 	Dial     DialTiming    // the connection's dial, on its first lease only
-	// Release is the message that ends this lease: the holder fills in
-	// Reusable and Idle and sends it to the route. There is one per
-	// connection, re-used by each of its leases: the route has processed a
-	// connection's Release before it can lease the connection again, so the
-	// message is never changed while in flight.
-	Release *Release
 }
 
 // DialTiming says how long a connection's dial took (Took), of which TCP
@@ -55,55 +57,57 @@ type DialTiming struct {
 	Took, Connect, TLS time.Duration
 }
 
-// LeaseCancel is sent by a caller whose context ended (or whose LeaseTimeout
-// passed) while its LeaseRequest was queued. If the request is still queued the
-// route removes it and answers it on its Reply with Err; if a grant already
-// crossed the cancel, nothing more is sent and the caller must Release the lease.
-type LeaseCancel struct {
-	ID  uint64
-	Err error
-}
-
-// Release is sent by a lease holder when its exchange is over (body read to EOF
-// or closed, or the exchange failed). No reply. Reusable says whether the
-// connection may serve another request; Idle caps how long it may stay idle
-// (the server's Keep-Alive timeout, 0 = not announced).
-type Release struct {
+// Released is sent by a lease holder to the route when its exchange is over
+// (body read to EOF or closed, or the exchange failed). No reply. Reusable says
+// whether the connection may serve another request; Idle caps how long it may
+// stay idle (the server's Keep-Alive timeout, 0 = not announced). Each lease
+// sends its own Released, never changed after it is sent.
+type Released struct {
 	ConnID   uint64
 	Reusable bool
 	Idle     time.Duration
 }
 
-// PermitGranted is sent by the supervisor to a route that asked for a connection
-// permit (PermitRequest): the route may open one more connection. No reply; a
-// route that no longer needs it sends PermitReturned.
-type PermitGranted struct{}
+// PermitResponse is sent by the supervisor to a route that asked for a
+// connection permit (PermitRequest): the route may open one more connection.
+// A route that no longer needs it sends PermitReturned.
+type PermitResponse struct{}
+
+// RoomWanted is sent by the supervisor to routes holding connections when
+// other routes wait for room under MaxConnsTotal and no idle connection is
+// left to evict (Wanted true), and again when nobody waits any more (Wanted
+// false). No reply. While room is wanted, a route closes a connection that
+// becomes free when none of its own waiters needs it, instead of keeping it
+// idle. This is the only way a route learns of other routes' needs.
+type RoomWanted struct{ Wanted bool }
 
 // EvictIdleRequest is sent by the supervisor to the route holding the least
 // recently used idle connection when another route needs room under
-// MaxConnsTotal. The route closes that connection (ConnClosed follows) and answers
-// EvictIdleResponse.
+// MaxConnsTotal. The route closes that connection (ConnClosed follows) and
+// answers EvictIdleResponse.
 type EvictIdleRequest struct{}
 
-// ExpireIdle is sent by the supervisor's expiry timer to routes with idle
-// connections: the route closes those idle longer than MaxIdleTime, past the
-// server's Keep-Alive timeout, or older than MaxLifetime. No reply.
-type ExpireIdle struct{ Now time.Time }
+// ExpiryTicked is sent by the supervisor's expiry timer to routes with idle
+// connections. No reply. The route closes those idle longer than MaxIdleTime,
+// past the server's Keep-Alive timeout, or older than MaxLifetime.
+type ExpiryTicked struct{ Now time.Time }
 
-// RouteStatsRequest asks a route actor for a snapshot of its counts; it is
-// answered on Reply (which must have room).
+// RouteStatsRequest is sent by the front door (Client.Stats) to a route actor,
+// which answers a RouteStatsResponse on Reply (which must have room).
 type RouteStatsRequest struct {
-	Reply chan RouteStats
+	Reply chan RouteStatsResponse
 }
 
-// RouteStats is one route's snapshot.
-type RouteStats struct {
+// RouteStatsResponse answers a RouteStatsRequest: one route's snapshot.
+type RouteStatsResponse struct {
 	Route                       string
 	Open, Leased, Idle, Pending int
 	Dialing                     int
 	Max                         int
 	Opened, Closed              uint64 // connections opened and closed since the route started
 	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
+	DialFailures                uint64 // dials that failed
+	LeaseTimeouts               uint64 // callers that gave up after LeaseTimeout
 	ClosedBy                    map[string]uint64
 	RecentCloses                []ClosedConn  // newest first, at most 16
 	RecentWaits                 []Wait        // leases that queued, newest first, at most 16

@@ -2,10 +2,10 @@ package actors
 
 import "time"
 
+// publish stores the counters readers outside the actor use (RoutePublished).
 func (r *Route) publish() {
 	p := r.pub
 	p.Idle.Store(int32(len(r.idle)))
-	p.Open.Store(int32(len(r.conns)))
 	p.Pending.Store(int32(r.waiters.Len()))
 	p.Leased.Store(int32(len(r.conns) - len(r.idle) - r.dialing))
 	if len(r.idle) > 0 {
@@ -15,7 +15,7 @@ func (r *Route) publish() {
 	}
 }
 
-func (r *Route) stats() RouteStats {
+func (r *Route) stats() RouteStatsResponse {
 	by := make(map[string]uint64, len(r.closedBy))
 	for k, v := range r.closedBy {
 		by[k] = v
@@ -32,11 +32,12 @@ func (r *Route) stats() RouteStats {
 	if !oldest.IsZero() {
 		oldestAge = r.cfg.Now().Sub(oldest)
 	}
-	return RouteStats{
+	return RouteStatsResponse{
 		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
 		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
-		Leases: r.leases, Reuses: r.reuses, ClosedBy: by, OldestLease: oldestAge,
+		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
+		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}
 }

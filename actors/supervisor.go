@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -14,76 +13,51 @@ import (
 
 // SupervisorConfig is the supervisor's read-only configuration.
 type SupervisorConfig struct {
-	Route                 *RouteConfig
-	MaxConnsTotal         int
-	MaxConcurrentRequests int
-	ExpiryInterval        time.Duration // how often idle connections are checked
-	Pub                   *SupervisorPublished
+	Route          *RouteConfig
+	MaxConnsTotal  int
+	ExpiryInterval time.Duration // how often idle connections are checked
 	// Go starts a goroutine owned by the client (it waits for them on Close).
-	Go func(func())
-	// Serve performs one request for a caller that is an actor (HTTPRequest); it
-	// runs on a goroutine started with Go, never in Receive.
-	Serve  func(*http.Request) (*http.Response, error)
+	Go     func(func())
 	Logger *slog.Logger
+	// Incarnation is where the supervisor publishes its current incarnation.
+	// Written by the supervisor only (when it starts, restarts or stops); read
+	// by the front door, whose RouteRequest waits select on its Done.
+	Incarnation *atomic.Pointer[Incarnation]
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.
 	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer
 }
 
-// SupervisorPublished holds what the supervisor publishes for readers outside it.
-// InFlight is the admission counter (see TryAdmit): the one piece of state that
-// callers change without a message, so that the request path does not visit the
-// supervisor while fewer than MaxConcurrentRequests requests are in flight.
-type SupervisorPublished struct {
-	InFlight      atomic.Int64 // admitted requests
-	AdmitWaiters  atomic.Int64 // callers queued for admission
-	PermitWaiters atomic.Int64 // routes' permit requests waiting for room
-	Total         atomic.Int64 // connections open or being dialed, all routes
-}
+// Incarnation is one life of the supervisor actor: Done is closed when that
+// instance fails (and is restarted) or stops. A RouteRequest sent to an
+// instance that fails while processing it is never answered; its waiter learns
+// it here.
+type Incarnation struct{ done chan struct{} }
 
-// TryAdmit takes one admission if fewer than max requests are in flight and
-// nobody is queued for admission (so the queue stays FIFO). It never blocks.
-func (p *SupervisorPublished) TryAdmit(max int64) bool {
-	if p.AdmitWaiters.Load() > 0 {
-		return false
-	}
-	return p.tryTake(max)
-}
+// Done returns the channel closed at the end of the incarnation.
+func (i *Incarnation) Done() <-chan struct{} { return i.done }
 
-func (p *SupervisorPublished) tryTake(max int64) bool {
-	for {
-		n := p.InFlight.Load()
-		if n >= max {
-			return false
-		}
-		if p.InFlight.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-// Unadmit gives an admission back; it reports whether callers are queued, in
-// which case the caller must send AdmitWake to the supervisor.
-func (p *SupervisorPublished) Unadmit() (wake bool) {
-	if p.InFlight.Add(-1) < 0 {
-		panic("actors: internal error: admission released twice")
-	}
-	return p.AdmitWaiters.Load() > 0
-}
+// RouteInlineBudget is how many messages a route actor processes on a sender's
+// goroutine when it was idle (see InlineMailbox): enough for a lease or a release
+// and what arrives with it, small enough that no caller works long for others.
+const RouteInlineBudget = 16
 
 type routeEntry struct {
 	h    *RouteHandle
-	held int // permits granted and not yet given back (open or dialing connections)
+	done chan struct{} // h.Done, closed once the route actor has stopped
+	held int           // permits granted and not yet given back (open or dialing connections)
+	room bool          // told RoomWanted{true}
 }
 
 // Supervisor is the supervisor actor: it starts one route actor per route and
 // supervises them, enforces MaxConnsTotal (granting connection permits in FIFO
 // order, evicting the least recently used idle connection of any route when the
-// total is reached) and the admission queue of MaxConcurrentRequests, and runs
-// idle and lifetime expiry.
+// total is reached, asking routes for freed connections when none is idle), and
+// runs idle and lifetime expiry.
 type Supervisor struct {
 	cfg  *SupervisorConfig
 	self *actor.PID
+	inc  *Incarnation
 
 	routes  map[route.Key]*routeEntry
 	byID    map[string]*routeEntry
@@ -91,87 +65,81 @@ type Supervisor struct {
 	permits WaitQueue[*actor.PID] // routes waiting for room, FIFO
 	permitN uint64
 	evict   bool // an EvictIdleRequest is in flight
-	admits  WaitQueue[*AdmitRequest]
+	room    bool // RoomWanted{true} is out
 	closing bool
 
 	stopTicker chan struct{}
 
-	evictions, expired, dialFailures uint64
-	closedBy                         map[CloseReason]uint64
+	evictions, expired, dialFailures, restarts uint64
 }
 
 // NewSupervisor returns the supervisor's producer.
 func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
 	return func() actor.Actor {
-		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{},
-			closedBy: map[CloseReason]uint64{}}
+		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{}}
 	}
 }
 
-// RouteInlineBudget is how many messages a route actor processes on a sender's
-// goroutine when it was idle (see InlineMailbox): enough for a lease or a release
-// and what arrives with it, small enough that no caller works long for others.
-const RouteInlineBudget = 16
-
-// RouteStrategy stops a route actor that panics instead of restarting it: a
-// restarted instance would have lost track of its sockets. The supervisor then
-// reclaims the route's places and the next request starts a new route actor.
-var RouteStrategy = actor.NewOneForOneStrategy(0, 0, func(reason interface{}) actor.Directive {
-	return actor.StopDirective
-})
-
 // Receive handles the supervisor's messages.
 func (s *Supervisor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *LeaseRequest:
-		// Not ours: a lease sent to a route that had stopped and was re-routed.
-		m.Reply <- LeaseResponse{Err: ErrRouteClosed}
+	msg := ctx.Message()
+	if s.cfg.Route.Fault != nil {
+		s.cfg.Route.Fault("supervisor", msg)
+	}
+	switch m := msg.(type) {
 	case *RouteRequest:
 		s.onRouteRequest(ctx, m)
+		return
 	case *PermitRequest:
-		s.onPermitRequest(ctx, m)
+		s.onPermitRequest(m)
 	case *PermitReturned:
-		s.freePlace(ctx, m.From)
+		s.freePlace(m.From)
 	case *ConnClosed:
-		s.onConnClosed(ctx, m)
+		s.onConnClosed(m)
 	case *EvictIdleResponse:
 		s.evict = false
-		s.grantPermits(ctx)
-	case *AdmitRequest:
-		s.onAdmitRequest(m)
-	case *AdmitCancel:
-		s.onAdmitCancel(m)
-	case *AdmitWake:
-		s.admit()
 	case *StatsRequest:
 		m.Reply <- s.statsResponse()
-	case *HTTPRequest:
-		s.onHTTPRequest(ctx, m)
+		return
 	case *expiryTick:
 		s.onExpiryTick(ctx)
+		return
 	case *actor.Started:
 		s.onStarted(ctx)
+		return
 	case *actor.Terminated:
-		s.onTerminated(ctx, m)
+		s.onTerminated(m)
+	case *actor.Restarting:
+		s.cfg.Logger.Error("connactor: supervisor failed; restarting with every route closed")
+		s.closing = true // this instance is done; its routes stop
+		s.end()
+		return
 	case *actor.Stopping:
-		s.onStopping()
-	case *actor.Stopped, *actor.Restarting:
+		s.closing = true
+		s.end()
+		return
+	case *actor.Stopped:
+		return
 	default:
 		s.cfg.Logger.Warn("supervisor: unknown message", "type", fmt.Sprintf("%T", m))
+		return
 	}
+	s.grantPermits(ctx)
 }
 
 type expiryTick struct{ now time.Time }
 
 func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
+	s.inc = &Incarnation{done: make(chan struct{})}
+	s.cfg.Incarnation.Store(s.inc)
 	if s.cfg.ExpiryInterval <= 0 {
 		return
 	}
 	stop := make(chan struct{})
 	s.stopTicker = stop
 	sys, self, every := ctx.ActorSystem(), ctx.Self(), s.cfg.ExpiryInterval
-	s.cfg.Go(func() { // owned by the client's WaitGroup; ends when the supervisor stops
+	s.cfg.Go(func() { // owned by the client's WaitGroup; ends when the supervisor stops or restarts
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -185,29 +153,26 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	})
 }
 
-func (s *Supervisor) onStopping() {
-	s.closing = true
+// end closes this incarnation: the ticker stops and RouteRequest waiters wake.
+// protoactor then stops the route actors, whose Terminated close their Done.
+func (s *Supervisor) end() {
 	if s.stopTicker != nil {
 		close(s.stopTicker)
 		s.stopTicker = nil
 	}
-	for {
-		_, a, ok := s.admits.Pop()
-		if !ok {
-			break
-		}
-		s.cfg.Pub.AdmitWaiters.Add(-1)
-		a.Reply <- ErrRouteClosed
+	if s.inc != nil {
+		close(s.inc.done)
+		s.inc = nil
 	}
 }
 
 func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 	if s.closing {
-		m.Reply <- RouteResponse{Err: ErrRouteClosed}
+		m.Ticket.Reject(ErrClosing)
 		return
 	}
-	if e := s.routes[m.Key]; e != nil && !e.h.Pub.Stopped.Load() {
-		m.Reply <- RouteResponse{Route: e.h}
+	if e := s.routes[m.Key]; e != nil {
+		m.Ticket.Deliver(e.h)
 		return
 	}
 	pub := &RoutePublished{}
@@ -216,65 +181,77 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		newRoute = NewRoute
 	}
 	props := actor.PropsFromProducer(newRoute(m.Key, s.cfg.Route, ctx.Self(), pub),
-		actor.WithSupervisor(actor.NewOneForOneStrategy(0, 0, func(reason interface{}) actor.Directive {
-			s.cfg.Logger.Error("connection actor failed", "reason", fmt.Sprint(reason))
-			return actor.StopDirective
-		})), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
+		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
 	pid := ctx.Spawn(props)
-	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub}}
+	done := make(chan struct{})
+	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Done: done}, done: done}
 	s.routes[m.Key] = e
 	s.byID[pid.Id] = e
-	m.Reply <- RouteResponse{Route: e.h}
+	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
 }
 
-func (s *Supervisor) onPermitRequest(ctx actor.Context, m *PermitRequest) {
+func (s *Supervisor) onPermitRequest(m *PermitRequest) {
 	if s.byID[m.From.Id] == nil {
 		return // a route that has stopped
 	}
 	s.permitN++
 	s.permits.Push(s.permitN, m.From)
-	// grantPermits publishes PermitWaiters once it has granted what it can:
-	// publishing the queue before would make routes give up connections for
-	// a request about to be granted at once.
-	s.grantPermits(ctx)
 }
 
-// grantPermits grants queued permits while the total allows; when it does not,
-// it asks the route with the least recently used idle connection to close it.
+// grantPermits grants queued permits while the total allows. When it does not,
+// it asks the route with the least recently used idle connection to close it,
+// or, with no idle connection anywhere, asks every route holding connections to
+// close the next one it frees (RoomWanted). Runs after every message that may
+// free a place or queue a permit.
 func (s *Supervisor) grantPermits(ctx actor.Context) {
-	defer func() {
-		s.cfg.Pub.PermitWaiters.Store(int64(s.permits.Len()))
-		s.cfg.Pub.Total.Store(int64(s.total))
-	}()
 	for s.permits.Len() > 0 {
 		if s.total >= s.cfg.MaxConnsTotal {
-			if !s.evict {
-				if e := s.lruIdleRoute(); e != nil {
-					s.evict = true
-					s.evictions++
-					ctx.Send(e.h.PID, &EvictIdleRequest{})
-				}
+			if s.evict {
+				return
 			}
+			if e := s.lruIdleRoute(); e != nil {
+				s.evict = true
+				ctx.Send(e.h.PID, &EvictIdleRequest{})
+				return
+			}
+			s.wantRoom(ctx, true)
 			return
 		}
 		_, pid, _ := s.permits.Pop()
-		// Publish before granting: the route may run, dial, serve and release
-		// before this goroutine gets to the deferred store, and a stale count
-		// makes it close a good connection "for another route" (supWantsRoom).
-		s.cfg.Pub.PermitWaiters.Store(int64(s.permits.Len()))
 		e := s.byID[pid.Id]
 		if e == nil {
 			continue
 		}
 		e.held++
 		s.total++
-		ctx.Send(pid, &PermitGranted{})
+		ctx.Send(pid, &PermitResponse{})
+		if s.room && !e.room && s.permits.Len() > 0 {
+			e.room = true // it holds a connection now: it may free one
+			ctx.Send(pid, &RoomWanted{Wanted: true})
+		}
+	}
+	s.wantRoom(ctx, false)
+}
+
+// wantRoom tells the routes holding connections that room is wanted, or no
+// longer: one message per route per change, only while MaxConnsTotal is
+// reached with nothing idle.
+func (s *Supervisor) wantRoom(ctx actor.Context, want bool) {
+	if s.room == want {
+		return
+	}
+	s.room = want
+	for _, e := range s.byID {
+		if want && e.held > 0 && !e.room || !want && e.room {
+			e.room = want
+			ctx.Send(e.h.PID, &RoomWanted{Wanted: want})
+		}
 	}
 }
 
 // lruIdleRoute finds the route whose oldest idle connection is the least
-// recently used of all, from the routes' published counters. It costs one atomic
-// load per route and runs only when the total limit is reached.
+// recently used of all, from the routes' published LRUIdleSince. It costs one
+// atomic load per route and runs only when the total limit is reached.
 func (s *Supervisor) lruIdleRoute() *routeEntry {
 	var best *routeEntry
 	var bestSince int64
@@ -287,18 +264,19 @@ func (s *Supervisor) lruIdleRoute() *routeEntry {
 	return best
 }
 
-func (s *Supervisor) onConnClosed(ctx actor.Context, m *ConnClosed) {
-	s.closedBy[m.Reason]++
+func (s *Supervisor) onConnClosed(m *ConnClosed) {
 	switch m.Reason {
+	case ReasonEvicted:
+		s.evictions++
 	case ReasonIdleExpired, ReasonLifetime, ReasonKeepAlive:
 		s.expired++
 	case ReasonDialFailed:
 		s.dialFailures++
 	}
-	s.freePlace(ctx, m.From)
+	s.freePlace(m.From)
 }
 
-func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
+func (s *Supervisor) freePlace(from *actor.PID) {
 	e := s.byID[from.Id]
 	if e == nil {
 		return // the route terminated and its places were reclaimed
@@ -308,10 +286,12 @@ func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 	if e.held < 0 || s.total < 0 {
 		panic("actors: internal error: connection place freed twice")
 	}
-	s.grantPermits(ctx)
 }
 
-func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
+// onTerminated handles a route actor that stopped: its Done closes (every
+// caller waiting on it wakes), and the places it held are free again. Its
+// sockets are closed: protoactor stopped its connection actors first.
+func (s *Supervisor) onTerminated(m *actor.Terminated) {
 	e := s.byID[m.Who.Id]
 	if e == nil {
 		return
@@ -320,45 +300,20 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if s.routes[e.h.Key] == e {
 		delete(s.routes, e.h.Key)
 	}
-	e.h.Pub.Stopped.Store(true)
+	close(e.done)
+	if !s.closing {
+		s.restarts++ // a route stops on its own only when it failed
+	}
 	s.total -= e.held
 	e.held = 0
-	s.grantPermits(ctx)
 }
 
 func (s *Supervisor) onExpiryTick(ctx actor.Context) {
-	msg := &ExpireIdle{Now: s.cfg.Route.Now()}
+	msg := &ExpiryTicked{Now: s.cfg.Route.Now()}
 	for _, e := range s.byID {
 		if e.h.Pub.Idle.Load() > 0 {
 			ctx.Send(e.h.PID, msg)
 		}
-	}
-}
-
-func (s *Supervisor) onAdmitRequest(m *AdmitRequest) {
-	if s.closing {
-		m.Reply <- ErrRouteClosed
-		return
-	}
-	s.admits.Push(m.ID, m)
-	s.cfg.Pub.AdmitWaiters.Add(1)
-	s.admit()
-}
-
-// admit admits queued callers in arrival order while the admission counter has room.
-func (s *Supervisor) admit() {
-	max := int64(s.cfg.MaxConcurrentRequests)
-	for s.admits.Len() > 0 && s.cfg.Pub.tryTake(max) {
-		_, a, _ := s.admits.Pop()
-		s.cfg.Pub.AdmitWaiters.Add(-1)
-		a.Reply <- nil
-	}
-}
-
-func (s *Supervisor) onAdmitCancel(m *AdmitCancel) {
-	if a, ok := s.admits.Remove(m.ID); ok {
-		s.cfg.Pub.AdmitWaiters.Add(-1)
-		a.Reply <- m.Err
 	}
 }
 
@@ -368,7 +323,6 @@ func (s *Supervisor) statsResponse() StatsResponse {
 		hs = append(hs, e.h)
 	}
 	return StatsResponse{Routes: hs, Total: s.total, MaxTotal: s.cfg.MaxConnsTotal,
-		PermitWaiters: s.permits.Len(), AdmitWaiters: s.admits.Len(),
-		Evictions: s.closedBy[ReasonEvicted], Expired: s.expired, DialFailures: s.dialFailures,
-		RoutesStarted: len(s.byID)}
+		PermitWaiters: s.permits.Len(), Evictions: s.evictions, Expired: s.expired,
+		DialFailures: s.dialFailures, Restarts: s.restarts}
 }

@@ -3,39 +3,38 @@ package actors
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
 
-// RouteRequest is sent by the client front door to the supervisor to find (or
-// start) the route actor of Key. It is answered on Reply (cap 1). The front door
-// caches the answer, so the supervisor sees one RouteRequest per route, not per
-// request.
+// RouteRequest is sent by the front door to the supervisor to find (or start)
+// the route actor of Key. It is answered through Ticket: Deliver(the route's
+// handle), or Reject(ErrClosing) once the client is closing. The front door
+// caches handles until their Done channel closes, so the supervisor sees one
+// RouteRequest per route, not one per request. A RouteRequest lost to a failure
+// of the supervisor is never answered: waiters also select on
+// SupervisorConfig.Incarnation's Done.
 type RouteRequest struct {
-	Key   route.Key
-	Reply chan RouteResponse
+	Key    route.Key
+	Ticket *wait.Ticket[*RouteHandle]
 }
 
-// RouteResponse answers a RouteRequest. Err is ErrRouteClosed when the client is
-// closing.
-type RouteResponse struct {
-	Route *RouteHandle
-	Err   error
-}
-
-// RouteHandle is what the front door keeps of a route: its PID and the counters
-// the route publishes. It is read-only but for the published atomics.
+// RouteHandle is what the front door keeps of a route actor. Done is closed by
+// the supervisor when the route actor has stopped, whatever the reason (client
+// closed, panic, supervisor failure): every wait on the route selects on it.
 type RouteHandle struct {
-	Key route.Key
-	PID *actor.PID
-	Pub *RoutePublished
+	Key  route.Key
+	PID  *actor.PID
+	Pub  *RoutePublished
+	Done <-chan struct{}
 }
 
 // PermitRequest is sent by a route actor to the supervisor: it needs one more
-// connection. Answered with PermitGranted (sent to From) when the total limit
+// connection. Answered with PermitResponse (sent to From) when MaxConnsTotal
 // allows, at once or after an eviction or a close elsewhere, in FIFO order.
 type PermitRequest struct{ From *actor.PID }
 
-// PermitReturned is sent by a route actor that received a PermitGranted it no
+// PermitReturned is sent by a route actor that received a PermitResponse it no
 // longer needs (its waiter left). No reply.
 type PermitReturned struct{ From *actor.PID }
 
@@ -54,40 +53,21 @@ type EvictIdleResponse struct {
 	Evicted bool
 }
 
-// AdmitRequest is sent by the front door when MaxConcurrentRequests is reached
-// (the fast path is an atomic in SupervisorPublished). Answered exactly once on
-// Reply: nil when admitted, or the LeaseCancel-style cancellation error.
-type AdmitRequest struct {
-	ID    uint64
-	Reply chan error
-}
-
-// AdmitCancel is sent by a caller that gave up waiting for admission. If still
-// queued, its AdmitRequest is answered with Err; otherwise the caller was admitted
-// and must give the admission back.
-type AdmitCancel struct {
-	ID  uint64
-	Err error
-}
-
-// AdmitWake is sent by the front door when it ended a request while callers were
-// queued for admission. No reply.
-type AdmitWake struct{}
-
-// StatsRequest asks the supervisor for its routes and global counts; answered on
-// Reply (cap 1). The front door then asks each route for its RouteStats itself,
-// so that the supervisor never waits for its routes.
+// StatsRequest is sent by the front door (Client.Stats) to the supervisor,
+// which answers a StatsResponse on Reply (cap 1). The front door then asks each
+// route for its RouteStatsResponse itself, so that the supervisor never waits
+// for its routes.
 type StatsRequest struct {
 	Reply chan StatsResponse
 }
 
 // StatsResponse answers a StatsRequest.
 type StatsResponse struct {
-	Routes                           []*RouteHandle
-	Total, MaxTotal                  int
-	PermitWaiters, AdmitWaiters      int
-	Evictions, Expired, DialFailures uint64
-	RoutesStarted                    int
+	Routes                 []*RouteHandle
+	Total, MaxTotal        int // connections open or being dialed, and the limit
+	PermitWaiters          int
+	Evictions, Expired     uint64
+	DialFailures, Restarts uint64 // Restarts: route actors that stopped on a failure
 }
 
 // CloseReason says why a connection was closed.
@@ -104,5 +84,4 @@ const (
 	ReasonError        CloseReason = "error"
 	ReasonDialFailed   CloseReason = "dial_error"
 	ReasonClientClosed CloseReason = "client_close"
-	ReasonUnusedPermit CloseReason = "unused_permit"
 )

@@ -2,14 +2,16 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sourcegraph/conc"
 
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
 
@@ -37,8 +39,10 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 		f.self = ctx.Self()
 	case *askPermit:
 		ctx.Send(f.sup, &PermitRequest{From: f.self})
-	case *PermitGranted:
+	case *PermitResponse:
 		f.events <- f.key.Host + " granted"
+	case *RoomWanted:
+		f.events <- f.key.Host + fmt.Sprintf(" room-wanted=%v", m.Wanted)
 	case *holdIdle:
 		f.idle = true
 		f.pub.Idle.Store(1)
@@ -63,22 +67,20 @@ type supHarness struct {
 	sys    *actor.ActorSystem
 	sup    *actor.PID
 	events chan string
-	mu     sync.Mutex
-	routes map[string]*RouteHandle
 }
 
 func newSupHarness(t *testing.T, maxTotal int) *supHarness {
-	h := &supHarness{t: t, events: make(chan string, 64), routes: map[string]*RouteHandle{}}
+	h := &supHarness{t: t, events: make(chan string, 64)}
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	var wg conc.WaitGroup
 	life, cancel := context.WithCancel(context.Background())
+	var inc atomic.Pointer[Incarnation]
 	cfg := &SupervisorConfig{
-		Route:                 &RouteConfig{MaxConnsPerRoute: maxTotal, Life: life, Logger: quiet, Now: time.Now},
-		MaxConnsTotal:         maxTotal,
-		MaxConcurrentRequests: 100,
-		Pub:                   &SupervisorPublished{},
-		Go:                    wg.Go,
-		Logger:                quiet,
+		Route:         &RouteConfig{MaxConnsPerRoute: maxTotal, Life: life, Logger: quiet, Now: time.Now},
+		MaxConnsTotal: maxTotal,
+		Go:            wg.Go,
+		Logger:        quiet,
+		Incarnation:   &inc,
 		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
 			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: pub, events: h.events} }
 		},
@@ -94,13 +96,13 @@ func newSupHarness(t *testing.T, maxTotal int) *supHarness {
 }
 
 func (h *supHarness) route(name string) *actor.PID {
-	reply := make(chan RouteResponse, 1)
-	h.sys.Root.Send(h.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Reply: reply})
-	r := <-reply
-	if r.Err != nil {
-		h.t.Fatal(r.Err)
+	tk := &wait.Ticket[*RouteHandle]{}
+	h.sys.Root.Send(h.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: tk})
+	rh, err := result(h.t, tk)
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	return r.Route.PID
+	return rh.PID
 }
 
 // idle makes a fake route publish an idle connection, and waits until it has.
@@ -119,6 +121,26 @@ func (h *supHarness) expect(want string) {
 		}
 	case <-time.After(5 * time.Second):
 		h.t.Fatalf("no event, want %q", want)
+	}
+}
+
+// expectAll waits for the events wanted, in any order.
+func (h *supHarness) expectAll(want ...string) {
+	h.t.Helper()
+	left := map[string]bool{}
+	for _, w := range want {
+		left[w] = true
+	}
+	for len(left) > 0 {
+		select {
+		case got := <-h.events:
+			if !left[got] {
+				h.t.Fatalf("event %q, want one of %v", got, left)
+			}
+			delete(left, got)
+		case <-time.After(5 * time.Second):
+			h.t.Fatalf("no event, want %v", left)
+		}
 	}
 }
 
@@ -147,14 +169,20 @@ func TestSupervisorGrantsPermitsUpToTheTotalThenInArrivalOrder(t *testing.T) {
 	h.sys.Root.Send(b, &askPermit{})
 	h.expect("b granted")
 	h.sys.Root.Send(c, &askPermit{})
-	h.nothing() // total reached and nothing idle: c waits
+	// Total reached and nothing idle: c waits, and the routes holding
+	// connections are asked to give up the next one they free.
+	h.expectAll("a room-wanted=true", "b room-wanted=true")
+	h.nothing()
 	h.sys.Root.Send(d, &askPermit{})
 	h.nothing()
 	h.sys.Root.Send(b, &closeOne{})
 	h.expect("c granted") // first come, first served
+	h.expect("c room-wanted=true")
 	h.nothing()
 	h.sys.Root.Send(a, &closeOne{})
 	h.expect("d granted")
+	h.expectAll("a room-wanted=false", "b room-wanted=false", "c room-wanted=false")
+	h.nothing()
 }
 
 func TestSupervisorEvictsTheLeastRecentlyUsedIdleConnectionOfAnyRoute(t *testing.T) {
@@ -170,4 +198,21 @@ func TestSupervisorEvictsTheLeastRecentlyUsedIdleConnectionOfAnyRoute(t *testing
 	h.expect("b evict-asked")
 	h.expect("c granted")
 	h.nothing() // a keeps its connection
+}
+
+// With the total reached and nothing idle anywhere, the routes holding
+// connections are told that room is wanted (once), and told again when the
+// waiting route has been served.
+func TestSupervisorAsksRoutesForRoomWhenNothingIsIdle(t *testing.T) {
+	h := newSupHarness(t, 1)
+	a, b := h.route("a"), h.route("b")
+	h.sys.Root.Send(a, &askPermit{})
+	h.expect("a granted")
+	h.sys.Root.Send(b, &askPermit{})
+	h.expect("a room-wanted=true")
+	h.nothing()
+	h.sys.Root.Send(a, &closeOne{})
+	h.expect("b granted")
+	h.expect("a room-wanted=false")
+	h.nothing()
 }

@@ -1,24 +1,25 @@
 // Package client is connactor's front door: an http.RoundTripper whose
-// connection pool is owned by actors (see the actors package). Use it as
-// &http.Client{Transport: c} for redirects, cookies and timeouts, call RoundTrip
-// directly, or send it a Request from an actor of your own.
+// connection pool is owned by actors. A route actor per scheme, host, port,
+// proxy and caller identity owns that route's connections, idle list and FIFO
+// of waiting callers; a supervisor actor enforces the limits across routes;
+// a connection actor per socket does the I/O with net/http's own machinery.
+// Use it as &http.Client{Transport: c}, call RoundTrip directly, hand requests
+// over with Send, or send a *Request from an actor of your own (PID).
 package client
 
 import (
 	"context"
 	"crypto/tls"
-	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/sourcegraph/conc"
 
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -29,23 +30,23 @@ type Client struct {
 	sys       *actor.ActorSystem
 	ownSystem bool
 	sup       *actor.PID
-	pub       *actors.SupervisorPublished
+	bridge    *actor.PID // the actor that serves callers that are actors (bridge.go)
+	inc       atomic.Pointer[actors.Incarnation]
+	admission *wait.Semaphore // MaxConcurrentRequests
 	routeOpt  route.Options
 	connOpt   conn.Options
 	tel       *telemetry.Telemetry // spans, metrics and logs (see telemetry.go)
 
-	routes sync.Map // route.Key -> *actors.RouteHandle: a cache of the supervisor's answers
+	routes sync.Map // route.Key -> *actors.RouteHandle: the supervisor's answers, until their Done closes
 
 	wg         conc.WaitGroup // dials, idle watchers, the expiry ticker, actor callers' requests, Send's requests and handler workers
 	disp       dispatcher     // Send's Handles and handler workers (dispatch.go)
 	life       context.Context
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
-	closedCh   chan struct{}
-	stoppedCh  chan struct{} // closed by Close once the actors have stopped: unanswered messages stay so
+	closed     chan struct{} // closed by Close: every wait selects on it
 	closeOnce  sync.Once
 	nextID     atomic.Uint64
-	deadLetter *eventstream.Subscription
 }
 
 // New validates cfg, fills its defaults and starts the client's supervisor actor
@@ -56,7 +57,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closedCh: make(chan struct{}), stoppedCh: make(chan struct{}), pub: &actors.SupervisorPublished{}}
+	c := &Client{cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests)}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
@@ -96,6 +97,7 @@ func New(cfg Config) (*Client, error) {
 		c.sys = actor.NewActorSystem(actor.WithLoggerFactory(ProtoactorLogger(cfg.Logger)))
 		c.ownSystem = true
 	}
+	supervision := actors.NewSupervision(cfg.Logger)
 	supCfg := &actors.SupervisorConfig{
 		Route: &actors.RouteConfig{
 			MaxConnsPerRoute: cfg.MaxConnsPerRoute,
@@ -105,38 +107,27 @@ func New(cfg Config) (*Client, error) {
 			Life:             c.life,
 			Logger:           cfg.Logger,
 			Now:              time.Now,
-			Sup:              c.pub,
 			Tel:              c.tel,
+			Supervision:      supervision,
+			Fault:            cfg.fault,
 		},
-		MaxConnsTotal:         cfg.MaxConnsTotal,
-		MaxConcurrentRequests: cfg.MaxConcurrentRequests,
-		ExpiryInterval:        cfg.expiryInterval(),
-		Pub:                   c.pub,
-		Go:                    c.wg.Go,
-		Serve:                 c.RoundTrip,
-		Logger:                cfg.Logger,
+		MaxConnsTotal:  cfg.MaxConnsTotal,
+		ExpiryInterval: cfg.expiryInterval(),
+		Go:             c.wg.Go,
+		Logger:         cfg.Logger,
+		Incarnation:    &c.inc,
 	}
-	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg), actor.WithSupervisor(actors.RouteStrategy))
+	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg),
+		actor.WithSupervisor(supervision.Route), actor.WithGuardian(actors.SupervisorStrategy))
 	c.sup = c.sys.Root.Spawn(props)
+	c.bridge = c.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridge{c: c} }))
 	c.registerGauges()
-	// A lease sent to a route actor that stopped at that moment would never be
-	// answered: answer it from the dead letters so the caller re-routes.
-	c.deadLetter = c.sys.EventStream.Subscribe(func(evt any) {
-		if dl, ok := evt.(*actor.DeadLetterEvent); ok {
-			if m, ok := dl.Message.(*actors.LeaseRequest); ok {
-				select {
-				case m.Reply <- actors.LeaseResponse{Err: actors.ErrRouteClosed}:
-				default:
-				}
-			}
-		}
-	})
 	return c, nil
 }
 
-// PID returns the supervisor actor's PID, for callers that are actors: they send
-// it a *Request with ctx.Request and receive a *Response.
-func (c *Client) PID() *actor.PID { return c.sup }
+// PID returns the client's actor for callers that are actors: they send it a
+// *Request with ctx.Request and receive a *Response (see Request).
+func (c *Client) PID() *actor.PID { return c.bridge }
 
 // Close closes every connection now, answers every waiting request with
 // ErrClosed, stops the client's actors and waits for its goroutines. Response
@@ -151,15 +142,16 @@ func (c *Client) Close() error {
 		err = nil
 		c.closing.Store(true)
 		c.disp.close() // abort Send's Handles before their requests fail with ErrClosed
-		close(c.closedCh)
+		close(c.closed)
 		c.tel.Close()
 		c.cancelLife()
+		if ferr := c.sys.Root.StopFuture(c.bridge).Wait(); ferr != nil {
+			c.cfg.Logger.Warn("connactor: actor bridge did not confirm stop", "err", ferr)
+		}
 		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {
 			c.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
 		}
-		close(c.stoppedCh)
 		c.wg.Wait()
-		c.sys.EventStream.Unsubscribe(c.deadLetter)
 		if c.ownSystem {
 			c.sys.Shutdown()
 		}
@@ -175,85 +167,12 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	if !c.closing.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for c.pub.InFlight.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			c.Close()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	c.Close()
-	return nil
-}
-
-// Stats returns a snapshot of the pool: the supervisor names its routes, then
-// each route actor reports its own counts by message (each route's numbers are
-// consistent; routes are read one after the other). It blocks for two message
-// round trips and is safe for concurrent use. On a closed client it returns the
-// zero Stats.
-func (c *Client) Stats() Stats {
-	if c.closing.Load() && c.isClosed() {
-		return Stats{}
-	}
-	reply := make(chan actors.StatsResponse, 1)
-	c.sys.Root.Send(c.sup, &actors.StatsRequest{Reply: reply})
-	var sr actors.StatsResponse
 	select {
-	case sr = <-reply:
-	case <-c.closedCh:
-		return Stats{}
+	case <-c.admission.Drained():
+		c.Close()
+		return nil
+	case <-ctx.Done():
+		c.Close()
+		return ctx.Err()
 	}
-	rs := make(chan actors.RouteStats, len(sr.Routes))
-	asked := 0
-	for _, h := range sr.Routes {
-		if h.Pub.Stopped.Load() {
-			continue
-		}
-		c.sys.Root.Send(h.PID, &actors.RouteStatsRequest{Reply: rs})
-		asked++
-	}
-	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
-		PendingPermits: sr.PermitWaiters, PendingAdmission: sr.AdmitWaiters,
-		InFlight: int(c.pub.InFlight.Load())}
-	timeout := time.NewTimer(5 * time.Second)
-	defer timeout.Stop()
-	for i := 0; i < asked; i++ {
-		select {
-		case r := <-rs:
-			st.Routes = append(st.Routes, routeStats(r))
-		case <-c.closedCh:
-			return Stats{}
-		case <-timeout.C:
-			i = asked // a route stopped under us; report what we have
-		}
-	}
-	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
-	for _, r := range st.Routes {
-		st.Open += r.Open
-		st.Leased += r.Leased
-		st.Idle += r.Idle
-		st.Pending += r.Pending
-		st.OldestLease = max(st.OldestLease, r.OldestLease)
-	}
-	return st
-}
-
-func (c *Client) isClosed() bool {
-	select {
-	case <-c.closedCh:
-		return true
-	default:
-		return false
-	}
-}
-
-// ProtoactorLogger returns a logger factory for actor.WithLoggerFactory that
-// sends protoactor's own logs to l (instead of its colored console logger),
-// tagged lib=protoactor. Embedding services that pass Config.System should build
-// their system with it.
-func ProtoactorLogger(l *slog.Logger) func(*actor.ActorSystem) *slog.Logger {
-	return func(*actor.ActorSystem) *slog.Logger { return l.With("lib", "protoactor") }
 }

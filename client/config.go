@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/actors"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -68,6 +70,8 @@ type Config struct {
 	// HandlerWorkers is how many goroutines run Send's notification handlers
 	// (default max(4, GOMAXPROCS)). They start on first use and stop on Close.
 	HandlerWorkers int
+
+	fault actors.FaultHook // fault injection (tests of this package only)
 }
 
 // Defaults of Config's zero values.

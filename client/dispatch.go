@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"net/http"
 	"sync"
 )
@@ -130,8 +129,7 @@ func (d *dispatcher) init(c *Client) {
 }
 
 // register records h and starts its dispatch goroutine, or reports false when
-// the client is closing. The goroutine is started under the lock that close
-// takes, so that it is counted in the client's WaitGroup before Close waits.
+// the client is closing.
 func (d *dispatcher) register(h *Handle) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -140,6 +138,19 @@ func (d *dispatcher) register(h *Handle) bool {
 	}
 	d.live[h] = struct{}{}
 	d.c.wg.Go(func() { d.dispatch(h) }) // owned by the client's WaitGroup; ends with the request's exchange
+	return true
+}
+
+// goIfOpen starts f on a goroutine owned by the client's WaitGroup, unless
+// Close has begun (then it reports false). It starts the goroutine under the
+// lock Close takes first, so that no goroutine is added once Close waits.
+func (d *dispatcher) goIfOpen(f func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.c.wg.Go(f)
 	return true
 }
 
@@ -201,7 +212,7 @@ func (d *dispatcher) dispatch(h *Handle) {
 	if h.req == nil {
 		_, err = d.c.RoundTrip(nil) // the usual "nil request" error
 	} else {
-		resp, err = d.c.RoundTrip(h.req)
+		resp, err = d.c.roundTrip(h.req, h.retryAllowed)
 	}
 	if err != nil {
 		if h.failed(err) {
@@ -281,15 +292,10 @@ func (d *dispatcher) problem(h *Handle, err error) error {
 	}
 }
 
-// retryAllowed is asked by roundTrip before it replays a request that failed on
-// a re-used connection. For a request sent with Send, the failure is a non-fatal
-// problem: the Handle's handler may refuse the replay (escalate), and Abort
-// refuses it too. Other requests are always replayed.
-func retryAllowed(ctx context.Context, err error) bool {
-	h, _ := ctx.Value(handleKey{}).(*Handle)
-	if h == nil {
-		return true
-	}
+// retryAllowed is the retry hook of a Handle's request (see roundTrip): a
+// request that failed on a re-used connection is a non-fatal problem, which
+// the Handle's handler may escalate to refuse the replay; Abort refuses it too.
+func (h *Handle) retryAllowed(err error) bool {
 	if fatal := h.c.disp.problem(h, err); fatal != nil {
 		if fatal != err {
 			h.fatalErr = fatal // the handler panicked: that is the problem now

@@ -18,7 +18,10 @@ import (
 //     complete response head came back. The server may have acted on it; only an
 //     idempotent request should be sent again.
 //
-// ErrClosed is the one exception: it is returned as is (nothing was sent).
+// Two exceptions are returned as they are: ErrClosed (nothing was sent), and a
+// server certificate that does not verify, which is the
+// *tls.CertificateVerificationError itself, as net/http returns it (nothing
+// was sent either; code that type-switches on url.Error.Err sees it).
 // Causes are kept: errors.As(err, new(*net.OpError)), errors.Is(err,
 // context.DeadlineExceeded) and errors.As(err, new(*ExchangeError)) work through
 // the wrapping. Errors that happen while reading a response body are the body's
@@ -26,7 +29,10 @@ import (
 
 // ErrLeaseTimeout is returned (wrapped, with ErrNotSent) when no connection could
 // be leased, or the request not admitted under MaxConcurrentRequests, within
-// Config.LeaseTimeout. It is a net.Error whose Timeout() is true.
+// Config.LeaseTimeout. It is a net.Error whose Timeout() is true, and so is the
+// error that wraps it: through http.Client, url.Error.Timeout() and
+// os.IsTimeout report true. The message names the request's URL and how long
+// it waited.
 var ErrLeaseTimeout error = &timeoutError{"connactor: timed out waiting for a pooled connection"}
 
 // ErrClosed is returned by every call on a client that is closed or shutting
@@ -60,13 +66,16 @@ var ErrResponseHeaderTooLarge = conn.ErrResponseHeaderTooLarge
 // written. It is a net.Error whose Timeout() is true.
 var ErrResponseHeaderTimeout = conn.ErrResponseHeaderTimeout
 
-// ErrInvalidRequest is returned (wrapped with the detail, and with ErrNotSent)
-// for requests refused before anything is written: nil request or URL, invalid
-// method or Host, header names or values with CR, LF or other invalid bytes.
+// ErrInvalidRequest is returned (with ErrNotSent) for requests refused before
+// anything is written: nil request or URL, invalid method or Host, header
+// names or values with CR, LF or other invalid bytes. The message is
+// net/http's ("net/http: invalid header field value for \"X\"", ...), which
+// libraries match.
 var ErrInvalidRequest = errors.New("connactor: invalid request")
 
 // ErrUnsupportedScheme is returned (wrapped, with ErrNotSent) for URL schemes
-// other than http and https.
+// other than http and https, as net/http words it: `unsupported protocol
+// scheme "ftp"`.
 var ErrUnsupportedScheme = route.ErrUnsupportedScheme
 
 // ErrInvalidConfig is returned (wrapped with the detail) by New for a Config it
@@ -98,6 +107,14 @@ func notSent(err error) error { return &notSentError{err} }
 
 func (e *notSentError) Error() string   { return e.err.Error() }
 func (e *notSentError) Unwrap() []error { return []error{e.err, ErrNotSent} }
+
+// Timeout reports whether the cause is a timeout (ErrLeaseTimeout, a
+// deadline), so that http.Client's *url.Error says Timeout() and
+// os.IsTimeout holds, as for net/http's own timeouts.
+func (e *notSentError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.err, &t) && t.Timeout()
+}
 
 // ErrAborted is returned (possibly wrapped) by Handle.Await once the Handle was
 // aborted (Handle.Abort, Client.AbortAll, Client.Close) or closed (Handle.Close).

@@ -78,8 +78,6 @@ func (e *abortError) Unwrap() []error {
 	return []error{ErrAborted}
 }
 
-type handleKey struct{}
-
 func newHandle(c *Client, req *http.Request, h Handler) *Handle {
 	hd := &Handle{c: c, orig: req, handler: h,
 		done: make(chan struct{}), stopCh: make(chan struct{}), rtDone: make(chan struct{})}
@@ -88,7 +86,6 @@ func newHandle(c *Client, req *http.Request, h Handler) *Handle {
 		parent = req.Context()
 	}
 	hd.ctx, hd.cancel = context.WithCancelCause(parent)
-	hd.ctx = context.WithValue(hd.ctx, handleKey{}, hd)
 	hd.ctx = httptrace.WithClientTrace(hd.ctx, &httptrace.ClientTrace{GotConn: hd.gotConn})
 	if req != nil {
 		hd.req = req.WithContext(hd.ctx)

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"sort"
 	"time"
 
 	"github.com/connactor/connactor/actors"
@@ -16,12 +17,17 @@ type Stats struct {
 	// across routes: always <= MaxConnsTotal. Open (the sum over Routes) may
 	// briefly differ, since routes are read one after the other: a connection
 	// closed on one route and its place re-used on another can both show.
-	Connections      int
-	InFlight         int    // admitted requests (MaxConcurrentRequests counts these)
-	PendingAdmission int    // requests waiting for admission
+	Connections int
+	// InFlight is the number of requests admitted under MaxConcurrentRequests:
+	// those waiting for a connection (queued in a route) and those being
+	// exchanged or whose response body is still open.
+	InFlight         int
+	PendingAdmission int    // requests waiting for admission under MaxConcurrentRequests
 	PendingPermits   int    // routes' requests for room under MaxConnsTotal
-	Evictions        uint64 // LRU evictions of idle connections for another route
+	Evictions        uint64 // idle connections closed to make room for another route
 	Expired          uint64 // idle connections closed by idle, keep-alive or lifetime expiry
+	DialFailures     uint64 // dials that failed, all routes
+	RouteFailures    uint64 // route actors that failed (panicked) and were replaced
 	// OldestLease is the age of the oldest lease not yet released, across routes
 	// (0 = none). A response whose body is never read to its end nor closed holds
 	// its connection forever: it shows here, growing.
@@ -32,12 +38,14 @@ type Stats struct {
 type RouteStats struct {
 	Route                       string // e.g. "http://127.0.0.1:8080"; names proxy and identity when set
 	Open, Leased, Idle, Pending int
-	Max                         int
+	Max                         int // MaxConnsPerRoute
 
 	Dialing        int               // connections being dialed (counted in Open)
 	Opened, Closed uint64            // connections opened and closed since the route started
 	Leases, Reuses uint64            // leases granted, and of those on a re-used connection
-	ClosedBy       map[string]uint64 // closed connections by reason (idle_expiry, lru_eviction, ...)
+	DialFailures   uint64            // dials that failed
+	LeaseTimeouts  uint64            // callers that gave up after LeaseTimeout
+	ClosedBy       map[string]uint64 // Closed by reason (idle_expiry, lru_eviction, ...); sums to Closed
 	OldestLease    time.Duration     // age of this route's oldest unreleased lease (0 = none)
 
 	RecentCloses []ClosedConn // the last connection closes (evictions, expiries, ...), newest first, at most 16
@@ -60,9 +68,70 @@ func (r RouteStats) ReuseRatio() float64 {
 	return float64(r.Reuses) / float64(r.Leases)
 }
 
-func routeStats(r actors.RouteStats) RouteStats {
+// Stats returns a snapshot of the pool: the supervisor names its routes, then
+// each route actor reports its own counts by message (each route's numbers are
+// consistent; routes are read one after the other). It blocks for two message
+// round trips and is safe for concurrent use. On a closed client it returns the
+// zero Stats.
+func (c *Client) Stats() Stats {
+	if c.isClosed() {
+		return Stats{}
+	}
+	reply := make(chan actors.StatsResponse, 1)
+	c.sys.Root.Send(c.sup, &actors.StatsRequest{Reply: reply})
+	var sr actors.StatsResponse
+	select {
+	case sr = <-reply:
+	case <-c.closed:
+		return Stats{}
+	}
+	inFlight, admitWaiting := c.admission.Held()
+	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
+		PendingPermits: sr.PermitWaiters, PendingAdmission: admitWaiting, InFlight: inFlight,
+		DialFailures: sr.DialFailures, RouteFailures: sr.Restarts}
+	replies := make([]chan actors.RouteStatsResponse, len(sr.Routes))
+	for i, h := range sr.Routes {
+		replies[i] = make(chan actors.RouteStatsResponse, 1)
+		c.sys.Root.Send(h.PID, &actors.RouteStatsRequest{Reply: replies[i]})
+	}
+	for i, h := range sr.Routes {
+		select {
+		case r := <-replies[i]:
+			st.Routes = append(st.Routes, routeStats(r))
+		case <-h.Done:
+			// Stopped under us. An answer sent before it stopped is there.
+			select {
+			case r := <-replies[i]:
+				st.Routes = append(st.Routes, routeStats(r))
+			default:
+			}
+		case <-c.closed:
+			return Stats{}
+		}
+	}
+	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
+	for _, r := range st.Routes {
+		st.Open += r.Open
+		st.Leased += r.Leased
+		st.Idle += r.Idle
+		st.Pending += r.Pending
+		st.OldestLease = max(st.OldestLease, r.OldestLease)
+	}
+	return st
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func routeStats(r actors.RouteStatsResponse) RouteStats {
 	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
-		Reuses: r.Reuses, ClosedBy: r.ClosedBy, RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits,
-		OldestLease: r.OldestLease}
+		Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts, ClosedBy: r.ClosedBy,
+		RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits, OldestLease: r.OldestLease}
 }

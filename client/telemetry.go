@@ -7,12 +7,12 @@ import (
 )
 
 // registerGauges registers the pool gauges' callback with the client's meter.
-// The callback reads only the counters the actors publish (RoutePublished,
-// SupervisorPublished): it never messages or waits for an actor, so a slow or
+// The callback reads only the counters the route actors publish
+// (RoutePublished) and the admission semaphore: it never messages or waits for an actor, so a slow or
 // stuck collection cannot hold the pool up, and the pool cannot hold up a
 // collection.
 func (c *Client) registerGauges() {
-	err := c.tel.RegisterPool(c.routeReadings, func() int64 { return c.pub.AdmitWaiters.Load() })
+	err := c.tel.RegisterPool(c.routeReadings, func() int64 { _, waiting := c.admission.Held(); return int64(waiting) })
 	if err != nil {
 		c.cfg.Logger.Warn("connactor: pool gauges not registered", "err", err)
 	}
@@ -23,8 +23,10 @@ func (c *Client) registerGauges() {
 func (c *Client) routeReadings(yield func(telemetry.RouteReading) bool) {
 	c.routes.Range(func(k, v any) bool {
 		h := v.(*actors.RouteHandle)
-		if h.Pub.Stopped.Load() {
+		select {
+		case <-h.Done:
 			return true
+		default:
 		}
 		key := k.(route.Key)
 		return yield(telemetry.RouteReading{

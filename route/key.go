@@ -101,14 +101,11 @@ func FromRequest(req *http.Request, id string, opt Options) (Key, error) {
 	case "HTTP", "HTTPS", "Http", "Https":
 		k.Scheme = strings.ToLower(u.Scheme)
 	default:
-		if u.Scheme == "" {
-			return Key{}, fmt.Errorf("%w: missing scheme in %q", ErrUnsupportedScheme, u.Redacted())
-		}
 		return Key{}, fmt.Errorf("%w %q", ErrUnsupportedScheme, u.Scheme)
 	}
 	host, port := u.Hostname(), u.Port()
 	if host == "" {
-		return Key{}, fmt.Errorf("%w: %q", ErrMissingHost, u.Redacted())
+		return Key{}, ErrMissingHost
 	}
 	k.Host = lower(host)
 	if port == "" {

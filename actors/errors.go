@@ -1,0 +1,21 @@
+package actors
+
+import "errors"
+
+// ErrRouteClosed rejects leases on a route actor that is stopping with its
+// client.
+var ErrRouteClosed = errors.New("actors: route closed")
+
+// ErrRouteFailed is what a wait on a route actor learns when the route actor
+// stopped without answering (it panicked, or the supervisor failed and took
+// its routes down): the route's Done channel closed first. Nothing was sent.
+var ErrRouteFailed = errors.New("actors: route actor failed")
+
+// ErrClosing rejects RouteRequests once the client is closing: the supervisor
+// starts no new route.
+var ErrClosing = errors.New("actors: supervisor closing")
+
+// ErrSupervisorFailed is what a RouteRequest learns when the supervisor failed
+// before answering it (its Incarnation ended). Nothing was sent; the next
+// request reaches the restarted supervisor.
+var ErrSupervisorFailed = errors.New("actors: supervisor failed")

@@ -1,0 +1,261 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// pool is a supervisor with real route and connection actors whose
+// connections are net.Pipe ends, dialed through conn.Options.DialContext: no
+// listener and no network. The far ends are held and never written, so an
+// idle watch blocks until the connection closes. Tests drive the actors with
+// their messages, as the client front door does.
+type pool struct {
+	tb     testing.TB
+	sys    *actor.ActorSystem
+	sup    *actor.PID
+	inc    atomic.Pointer[Incarnation]
+	wg     sync.WaitGroup // dials and idle watches of the connection actors
+	cancel context.CancelFunc
+	ids    atomic.Uint64 // ticket ids, unique per pool
+	now    atomic.Pointer[time.Time]
+
+	mu      sync.Mutex
+	peers   []net.Conn
+	dials   int
+	refuse  map[string]error // host -> dial error
+	dialGap chan struct{}    // when set, each dial waits for a value
+}
+
+type poolOpt func(*SupervisorConfig)
+
+func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
+	tb.Helper()
+	p := &pool{tb: tb, refuse: map[string]error{}}
+	life, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	sv := NewSupervision(quiet)
+	cfg := &SupervisorConfig{
+		Route: &RouteConfig{
+			MaxConnsPerRoute: maxPerRoute, MaxIdleTime: time.Minute,
+			Conn: &conn.Options{DialTimeout: 10 * time.Second, MaxResponseHeaderBytes: 1 << 20,
+				DialContext: p.dial, Go: p.goOwned, Logger: quiet},
+			Life: life, Logger: quiet, Now: p.clock, Supervision: sv,
+		},
+		MaxConnsTotal: maxTotal,
+		Go:            p.goOwned,
+		Logger:        quiet,
+		Incarnation:   &p.inc,
+	}
+	for _, o := range opts {
+		o(cfg)
+	}
+	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg),
+		actor.WithSupervisor(sv.Route), actor.WithGuardian(SupervisorStrategy)))
+	tb.Cleanup(p.close)
+	return p
+}
+
+func (p *pool) goOwned(f func()) {
+	p.wg.Add(1)
+	go func() { // owned by the pool's WaitGroup
+		defer p.wg.Done()
+		f()
+	}()
+}
+
+// clock is the routes' clock: real time, unless a test set it.
+func (p *pool) clock() time.Time {
+	if t := p.now.Load(); t != nil {
+		return *t
+	}
+	return time.Now()
+}
+
+func (p *pool) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	p.mu.Lock()
+	gap, err := p.dialGap, p.refuse[host]
+	p.dials++
+	p.mu.Unlock()
+	if gap != nil {
+		select {
+		case <-gap:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, peer := net.Pipe()
+	p.mu.Lock()
+	p.peers = append(p.peers, peer)
+	p.mu.Unlock()
+	return c, nil
+}
+
+func (p *pool) dialCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dials
+}
+
+func (p *pool) close() {
+	if err := p.sys.Root.StopFuture(p.sup).Wait(); err != nil {
+		p.tb.Errorf("supervisor did not stop: %v", err)
+	}
+	p.cancel()
+	p.mu.Lock()
+	for _, c := range p.peers {
+		c.Close()
+	}
+	if p.dialGap != nil {
+		close(p.dialGap)
+		p.dialGap = nil
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	p.sys.Shutdown()
+}
+
+// route returns the route actor of host name, starting it.
+func (p *pool) route(name string) *RouteHandle {
+	p.tb.Helper()
+	t := &wait.Ticket[*RouteHandle]{}
+	p.sys.Root.Send(p.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: t})
+	h, err := result(p.tb, t)
+	if err != nil {
+		p.tb.Fatal(err)
+	}
+	return h
+}
+
+// ask sends a LeaseRequest to h and returns its ticket.
+func (p *pool) ask(h *RouteHandle) *wait.Ticket[Lease] {
+	t := &wait.Ticket[Lease]{ID: p.ids.Add(1)}
+	p.sys.Root.Send(h.PID, &LeaseRequest{Ticket: t})
+	return t
+}
+
+// leased waits for t to be delivered.
+func (p *pool) leased(t *wait.Ticket[Lease]) Lease {
+	p.tb.Helper()
+	l, err := result(p.tb, t)
+	if err != nil {
+		p.tb.Fatalf("lease refused: %v", err)
+	}
+	return l
+}
+
+// lease asks n leases of h and waits for them.
+func (p *pool) lease(h *RouteHandle, n int) []Lease {
+	p.tb.Helper()
+	ts := make([]*wait.Ticket[Lease], n)
+	for i := range ts {
+		ts[i] = p.ask(h)
+	}
+	out := make([]Lease, n)
+	for i, t := range ts {
+		out[i] = p.leased(t)
+	}
+	return out
+}
+
+func (p *pool) release(h *RouteHandle, reusable bool, ls ...Lease) {
+	for _, l := range ls {
+		p.sys.Root.Send(h.PID, &Released{ConnID: l.ConnID, Reusable: reusable})
+	}
+}
+
+func (p *pool) stats(h *RouteHandle) RouteStatsResponse {
+	p.tb.Helper()
+	reply := make(chan RouteStatsResponse, 1)
+	p.sys.Root.Send(h.PID, &RouteStatsRequest{Reply: reply})
+	select {
+	case r := <-reply:
+		return r
+	case <-time.After(10 * time.Second):
+		p.tb.Fatal("no route stats in 10s")
+	}
+	return RouteStatsResponse{}
+}
+
+func (p *pool) supStats() StatsResponse {
+	p.tb.Helper()
+	reply := make(chan StatsResponse, 1)
+	p.sys.Root.Send(p.sup, &StatsRequest{Reply: reply})
+	return <-reply
+}
+
+// idleRoute starts route name with n idle connections.
+func (p *pool) idleRoute(name string, n int) *RouteHandle {
+	p.tb.Helper()
+	h := p.route(name)
+	p.release(h, true, p.lease(h, n)...)
+	eventually(p.tb, "idle connections published", func() bool { return h.Pub.Idle.Load() == int32(n) })
+	return h
+}
+
+// result waits (at most 10s) for a ticket's outcome.
+func result[T any](tb testing.TB, t *wait.Ticket[T]) (T, error) {
+	tb.Helper()
+	select {
+	case <-t.Ready():
+	case <-time.After(10 * time.Second):
+		tb.Fatal("ticket not answered in 10s")
+	}
+	v, err, ok := t.Result()
+	if !ok {
+		tb.Fatal("ticket cancelled")
+	}
+	return v, err
+}
+
+// waiting reports whether t is still undecided after the actors have handled
+// everything sent so far (a stats round trip through the route orders it).
+func (p *pool) waiting(h *RouteHandle, t *wait.Ticket[Lease]) bool {
+	p.stats(h)
+	return !t.Done()
+}
+
+// eventually polls cond for what a test waits on but cannot observe as an
+// event (published counters); it fails after 10s.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("not %s within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var errRefused = errors.New("dial refused (test)")
+
+func hostN(i int) string { return fmt.Sprintf("r%d.test", i) }
+
+func timeAfter10s() <-chan time.Time { return time.After(10 * time.Second) }

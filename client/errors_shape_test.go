@@ -1,0 +1,70 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The errors code inspects through http.Client keep net/http's shapes.
+func TestErrorsKeepNetHTTPShapesThroughHTTPClient(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 20 * time.Millisecond})
+	hc := &http.Client{Transport: c}
+
+	// One request holds the only connection; the next times out waiting.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hold", nil)
+	go hc.Do(holder)
+	waitUntil(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
+	_, err := hc.Get(srv.URL + "/waits")
+	var ue *url.Error
+	if !errors.As(err, &ue) || !ue.Timeout() || !os.IsTimeout(err) {
+		t.Fatalf("lease timeout through http.Client: %v (url.Error.Timeout and os.IsTimeout must hold)", err)
+	}
+	if !errors.Is(err, ErrLeaseTimeout) || !errors.Is(err, ErrNotSent) || !strings.Contains(err.Error(), srv.URL+"/waits") {
+		t.Fatalf("lease timeout: %v", err)
+	}
+
+	// A caller whose context ends while it waits learns who it waited for.
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer wcancel()
+	c2 := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1})
+	go (&http.Client{Transport: c2}).Do(holder.Clone(ctx))
+	waitUntil(t, "the second client's connection leased", func() bool { return c2.Stats().Leased == 1 })
+	req, _ := http.NewRequestWithContext(wctx, http.MethodGet, srv.URL+"/queued", nil)
+	_, err = c2.RoundTrip(req)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotSent) ||
+		!strings.Contains(err.Error(), "connactor") || !strings.Contains(err.Error(), srv.URL+"/queued") ||
+		!strings.Contains(err.Error(), "waiting for a connection") {
+		t.Fatalf("context ended in the queue: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name, want string
+		req        func() *http.Request
+	}{
+		{"scheme", `unsupported protocol scheme "ftp"`, func() *http.Request { r, _ := http.NewRequest("GET", "ftp://example.invalid/", nil); return r }},
+		{"header value", `net/http: invalid header field value for "X-Evil"`, func() *http.Request {
+			r, _ := http.NewRequest("GET", srv.URL, nil)
+			r.Header.Set("X-Evil", "a\r\nInjected: 1")
+			return r
+		}},
+		{"header name", `net/http: invalid header field name`, func() *http.Request {
+			r, _ := http.NewRequest("GET", srv.URL, nil)
+			r.Header["Bad Name"] = []string{"x"}
+			return r
+		}},
+	} {
+		_, err := hc.Do(tc.req())
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrNotSent) {
+			t.Errorf("%s: %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+}

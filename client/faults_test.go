@@ -1,0 +1,150 @@
+package client
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connactor/connactor/actors"
+)
+
+// crashNow makes the actor of kind ("route", "supervisor") that receives it
+// panic, through Config.fault: a bug, injected.
+type crashNow struct{ kind string }
+
+func crashHook(kind string, msg any) {
+	if c, ok := msg.(*crashNow); ok && c.kind == kind {
+		panic("injected " + kind + " failure")
+	}
+}
+
+// waitingCallers starts n requests to url that queue behind a connection the
+// test holds, and returns their outcomes.
+func waitingCallers(t *testing.T, c *Client, url string, n int) chan error {
+	t.Helper()
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { // ends with its request: the crash answers it
+			resp, err := c.RoundTrip(newGet(t, url))
+			if err == nil {
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	waitUntil(t, "the callers queued", func() bool { return c.Stats().Pending == n })
+	return errs
+}
+
+// holdOne leases the route's only connection with a request whose response
+// body the test keeps open.
+func holdOne(t *testing.T, c *Client, url string) *http.Response {
+	t.Helper()
+	resp, err := c.RoundTrip(newGet(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// A route actor that panics while 50 callers wait answers every one of them
+// with an error within 100 ms, not at Close; the pool keeps serving new
+// requests within its limits.
+func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, fault: crashHook})
+	held := holdOne(t, c, srv.URL)
+	errs := waitingCallers(t, c, srv.URL, 50)
+	h := c.cachedRoute(t)
+
+	start := time.Now()
+	c.sys.Root.Send(h.PID, &crashNow{kind: "route"})
+	var slowest time.Duration
+	for i := 0; i < 50; i++ {
+		err := <-errs
+		if d := time.Since(start); d > slowest {
+			slowest = d
+		}
+		if !errors.Is(err, actors.ErrRouteFailed) || !errors.Is(err, ErrNotSent) {
+			t.Fatalf("waiter %d: %v, want a route failure that was not sent", i, err)
+		}
+	}
+	t.Logf("50 waiters answered within %v of the panic", slowest)
+	if slowest > 100*time.Millisecond {
+		t.Fatalf("the last waiter was answered %v after the panic, want within 100ms", slowest)
+	}
+	held.Body.Close() // its connection died with the route: nothing to release
+	if got := get(t, c, srv.URL); got != "ok" {
+		t.Fatalf("after the crash: %q", got)
+	}
+	st := c.Stats()
+	if st.RouteFailures != 1 || st.Connections > 1 || st.Leased != 0 || st.Pending != 0 {
+		t.Fatalf("after the crash: %+v", st)
+	}
+	if open := srv.newConns.Load() - srv.closedConns.Load(); open > 1 {
+		t.Fatalf("server sees %d connections open, limit 1", open)
+	}
+}
+
+// A supervisor that panics while callers wait is restarted; every waiter is
+// answered with an error at once, and the pool serves new requests within its
+// limits.
+func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, fault: crashHook})
+	held := holdOne(t, c, srv.URL)
+	errs := waitingCallers(t, c, srv.URL, 20)
+
+	start := time.Now()
+	c.sys.Root.Send(c.sup, &crashNow{kind: "supervisor"})
+	for i := 0; i < 20; i++ {
+		if err := <-errs; !errors.Is(err, actors.ErrRouteFailed) {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("waiters answered %v after the panic, want within 100ms", d)
+	}
+	held.Body.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The first requests may still meet the restart: ask until served.
+			for try := 0; ; try++ {
+				resp, err := c.RoundTrip(newGet(t, srv.URL))
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					return
+				}
+				if try == 50 || !errors.Is(err, ErrNotSent) {
+					t.Errorf("after the restart: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if st := c.Stats(); st.Connections > 1 {
+		t.Fatalf("after the restart: %+v", st)
+	}
+	if open := srv.newConns.Load() - srv.closedConns.Load(); open > 1 {
+		t.Fatalf("server sees %d connections open, limit 1", open)
+	}
+}
+
+// cachedRoute returns the one route the client knows.
+func (c *Client) cachedRoute(t *testing.T) *actors.RouteHandle {
+	t.Helper()
+	var h *actors.RouteHandle
+	c.routes.Range(func(_, v any) bool { h = v.(*actors.RouteHandle); return false })
+	if h == nil {
+		t.Fatal("no route cached")
+	}
+	return h
+}

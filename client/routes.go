@@ -1,0 +1,40 @@
+package client
+
+import (
+	"fmt"
+
+	"github.com/connactor/connactor/actors"
+	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
+)
+
+// routeFor returns the route actor of key: from the cache while its Done is
+// open, otherwise by asking the supervisor (a RouteRequest, once per route).
+func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, error) {
+	if v, ok := c.routes.Load(key); ok {
+		h := v.(*actors.RouteHandle)
+		select {
+		case <-h.Done:
+			c.routes.CompareAndDelete(key, h) // its actor stopped: ask for a new one
+		default:
+			return h, nil
+		}
+	}
+	var gone <-chan struct{}
+	if inc := c.inc.Load(); inc != nil {
+		gone = inc.Done()
+	}
+	t := &wait.Ticket[*actors.RouteHandle]{}
+	c.sys.Root.Send(c.sup, &actors.RouteRequest{Key: key, Ticket: t})
+	h, err, why := await(l, t, gone)
+	switch {
+	case why == byServerGone:
+		return nil, notSent(fmt.Errorf("connactor: %w while starting the route of %s", actors.ErrSupervisorFailed, l.target))
+	case why != served:
+		return nil, l.waitErr(why, "its route")
+	case err != nil:
+		return nil, ErrClosed // the supervisor is closing
+	}
+	c.routes.Store(key, h)
+	return h, nil
+}
