@@ -40,7 +40,8 @@ type RoutePublished struct {
 	Idle atomic.Int32
 	// Leased is the number of connections leased. Read by the pool gauges.
 	Leased atomic.Int32
-	// Pending is the number of callers waiting. Read by the pool gauges.
+	// Pending is the number of callers waiting. Read by the supervisor
+	// (expiry ticks also go to routes with waiters) and the pool gauges.
 	Pending atomic.Int32
 	// LRUIdleSince is when the least recently used idle connection became
 	// idle (unix nanos; 0 = none). Read by the supervisor to choose which
@@ -93,6 +94,8 @@ type Route struct {
 	closed                  bool
 	freshWaiters            int
 	roomWanted              bool // the supervisor wants freed connections closed (RoomWanted)
+	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
+	dialsFailing            bool // the last dial failed; logged once per change
 
 	opened, closedN, leases, reuses uint64
 	dialFailures, leaseTimeouts     uint64
@@ -152,6 +155,13 @@ func (r *Route) Receive(ctx actor.Context) {
 		return // answered after publishing (see onEvictIdle)
 	case *ExpiryTicked:
 		r.onExpire(ctx, m.Now)
+		r.warnLongWait(m.Now)
+	case *CloseIdleRequest:
+		n := len(r.idle)
+		for len(r.idle) > 0 {
+			r.closeConn(ctx, r.idle[0], ReasonCloseIdle)
+		}
+		m.Reply <- n
 	case *RouteStatsRequest:
 		m.Reply <- r.stats()
 		return
@@ -219,7 +229,30 @@ func (r *Route) dequeued(w waiter) queuedAt {
 	if w.req.Fresh {
 		r.freshWaiters--
 	}
+	if r.waiters.Len() == 0 {
+		r.warnedWait = false
+	}
 	return w.queuedAt
+}
+
+// LongWait is how long a route's oldest caller may wait for a connection
+// before the route logs a warning (once, until its queue empties): callers
+// that wait that long usually mean MaxConnsPerRoute is too small for the
+// workload (long polls, server-sent events, watches each hold a connection).
+const LongWait = time.Second
+
+func (r *Route) warnLongWait(now time.Time) {
+	if r.warnedWait {
+		return
+	}
+	_, w, ok := r.waiters.Peek()
+	if !ok || now.Sub(w.at) < LongWait {
+		return
+	}
+	r.warnedWait = true
+	r.cfg.Logger.Warn("connactor: callers wait for a connection; is MaxConnsPerRoute too small for long-lived requests?",
+		"route", r.name, "waiting", r.waiters.Len(), "oldest", now.Sub(w.at).Round(time.Millisecond),
+		"leased", len(r.conns)-len(r.idle)-r.dialing, "max_conns_per_route", r.cfg.MaxConnsPerRoute)
 }
 
 func (r *Route) onReleased(ctx actor.Context, m *Released) {

@@ -58,7 +58,10 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	}
 	if m.Err != nil {
 		r.dialFailures++
-		r.cfg.Logger.Debug("route: dial failed", "route", r.name, "err", m.Err)
+		if !r.dialsFailing {
+			r.dialsFailing = true
+			r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
+		}
 		r.tel.DialFailed(r.name, m.Err, m.Took)
 		r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
 		// The oldest waiter still waiting learns why; the others get dials of
@@ -76,6 +79,10 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		return
 	}
 	r.dialing--
+	if r.dialsFailing {
+		r.dialsFailing = false
+		r.cfg.Logger.Info("connactor: dials to route succeed again", "route", r.name)
+	}
 	cs.phase = phaseIdle // not on the idle list yet: available decides
 	cs.abort = m.Abort
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}

@@ -88,9 +88,18 @@ type RoomWanted struct{ Wanted bool }
 type EvictIdleRequest struct{}
 
 // ExpiryTicked is sent by the supervisor's expiry timer to routes with idle
-// connections. No reply. The route closes those idle longer than MaxIdleTime,
-// past the server's Keep-Alive timeout, or older than MaxLifetime.
+// connections or waiting callers. No reply. The route closes idle connections
+// idle longer than MaxIdleTime, past the server's Keep-Alive timeout, or older
+// than MaxLifetime, and warns (once per episode) when its oldest waiter has
+// waited longer than LongWait.
 type ExpiryTicked struct{ Now time.Time }
+
+// CloseIdleRequest is sent by the front door (Client.CloseIdleConnections) to
+// every route actor, which closes all its idle connections and answers on
+// Reply (cap 1) with how many it closed.
+type CloseIdleRequest struct {
+	Reply chan int
+}
 
 // RouteStatsRequest is sent by the front door (Client.Stats) to a route actor,
 // which answers a RouteStatsResponse on Reply (which must have room).

@@ -84,4 +84,5 @@ const (
 	ReasonError        CloseReason = "error"
 	ReasonDialFailed   CloseReason = "dial_error"
 	ReasonClientClosed CloseReason = "client_close"
+	ReasonCloseIdle    CloseReason = "close_idle" // Client.CloseIdleConnections
 )

@@ -26,6 +26,7 @@ import (
 
 // Client is an HTTP/1.1 client connection manager. It is safe for concurrent use.
 type Client struct {
+	userCfg   Config // as given to New (for Clone)
 	cfg       Config
 	sys       *actor.ActorSystem
 	ownSystem bool
@@ -53,11 +54,12 @@ type Client struct {
 // (in cfg.System, or in an actor system of its own). An invalid config returns an
 // error wrapping ErrInvalidConfig and starts nothing.
 func New(cfg Config) (*Client, error) {
+	userCfg := cfg
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests)}
+	c := &Client{userCfg: userCfg, cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests)}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
@@ -123,6 +125,21 @@ func New(cfg Config) (*Client, error) {
 	c.bridge = c.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridge{c: c} }))
 	c.registerGauges()
 	return c, nil
+}
+
+// Clone returns a new, independent Client with this client's Config as given
+// to New, changed by mod (nil = unchanged). A Client's settings cannot change
+// after New (libraries that type-assert *http.Transport to change TLS or
+// proxies at run time find no Transport here): to change them, Clone, point
+// new requests at the clone (a new http.Client, or an atomic.Pointer your
+// code reads), then Shutdown the old client, which lets its requests in
+// flight finish.
+func (c *Client) Clone(mod func(*Config)) (*Client, error) {
+	cfg := c.userCfg
+	if mod != nil {
+		mod(&cfg)
+	}
+	return New(cfg)
 }
 
 // PID returns the client's actor for callers that are actors: they send it a

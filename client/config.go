@@ -62,8 +62,14 @@ type Config struct {
 	// ExpectContinueTimeout is how long a request with "Expect: 100-continue"
 	// waits for the server's 100 before sending its body (default 1s).
 	ExpectContinueTimeout time.Duration
-	// MaxResponseHeaderBytes limits the response head (default 1 MiB).
+	// MaxResponseHeaderBytes limits the response head (default 10 MiB, as
+	// net/http's Transport).
 	MaxResponseHeaderBytes int64
+	// DisableCompression turns transparent gzip off. As with net/http, when it
+	// is false and the caller set neither Accept-Encoding nor Range, requests
+	// ask for gzip and gzip responses are decompressed as they are read
+	// (resp.Uncompressed is true, Content-Encoding and Content-Length removed).
+	DisableCompression bool
 	// DialContext dials TCP connections (nil = net.Dialer). Useful to count or
 	// redirect dials in tests.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -83,7 +89,7 @@ const (
 	DefaultDialTimeout            = 10 * time.Second
 	DefaultTLSHandshakeTimeout    = 10 * time.Second
 	DefaultExpectContinueTimeout  = time.Second
-	DefaultMaxResponseHeaderBytes = 1 << 20
+	DefaultMaxResponseHeaderBytes = 10 << 20
 )
 
 // withDefaults validates cfg and fills its defaults.

@@ -156,3 +156,9 @@ func (s *syncBuffer) count(sub string) int {
 	defer s.mu.Unlock()
 	return strings.Count(s.b.String(), sub)
 }
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

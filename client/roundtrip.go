@@ -45,6 +45,7 @@ func (c *Client) roundTrip(req *http.Request, retry func(error) bool) (*http.Res
 	// The span covers admission, the lease and the exchange; out is req, or a
 	// copy carrying the propagator's headers.
 	out, tel := c.tel.StartRequest(ctx, req, key.Scheme, key.Host, key.Port)
+	out, gz := c.withGzip(out)
 	lim := waitLimit{ctx: ctx, c: c, target: req.URL.Redacted(), timeout: c.cfg.LeaseTimeout}
 	defer lim.stop()
 	if err := c.admit(&lim); err != nil {
@@ -59,6 +60,9 @@ func (c *Client) roundTrip(req *http.Request, retry func(error) bool) (*http.Res
 		return nil, err
 	}
 	resp.Request = req
+	if gz {
+		gunzip(resp)
+	}
 	tel.Responded(resp)
 	return resp, nil
 }
