@@ -26,12 +26,13 @@ func (r *Route) ConnOpened(name string, id uint64, took time.Duration) {
 	}
 }
 
-// DialFailed records a dial of route name that failed after took.
+// DialFailed records a dial of route name that failed after took: the dial
+// errors counter by error.type (see ErrorType).
 func (r *Route) DialFailed(name string, err error, took time.Duration) {
 	if r == nil {
 		return
 	}
-	r.t.dialErrors.Add(background, 1, r.opt)
+	r.t.dialErrors.Add(background, 1, r.dialErrOpt(ErrorType(err)))
 	if r.t.log.Enabled(background, slog.LevelWarn) {
 		r.t.log.LogAttrs(background, slog.LevelWarn, "connactor: dial failed",
 			slog.String("route", name), slog.Duration("took", took), slog.Any("err", err))
