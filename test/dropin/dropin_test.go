@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,6 +76,7 @@ func runSuite(t *testing.T, s *suite, root string) {
 		// The -tags side of the injection point was never called.
 		t.Fatalf("the connactor run never made a connactor client (the injection point is dead): %v", err)
 	}
+	checkSkipped(t, ctx, s, dir)
 
 	// Both runs share the machine (and, in one library, a fixed port): what
 	// failed is run once more alone before it counts, net/http's first.
@@ -107,6 +109,24 @@ func runSuite(t *testing.T, s *suite, root string) {
 	report(t, s, stdRes, conRes, v)
 	for _, p := range v.Problems {
 		t.Error(p)
+	}
+}
+
+// checkSkipped fails the test for an entry of s.Skipped that names no
+// top-level test of the suite (-skip cannot tell).
+func checkSkipped(t *testing.T, ctx context.Context, s *suite, dir string) {
+	all := map[string]bool{}
+	for _, pkg := range s.Pkgs {
+		names, err := listTests(ctx, dir, pkg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(all, names)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Skipped)) {
+		if !all[n] {
+			t.Errorf("%s: listed in Skipped but no such top-level test", n)
+		}
 	}
 }
 

@@ -248,6 +248,29 @@ func runPackage(ctx context.Context, dir, pkg string, m mode, timeout time.Durat
 	return all, ctx.Err()
 }
 
+// testName matches the lines of go test -list that name a test.
+var testName = regexp.MustCompile(`^(Test|Example|Fuzz|Benchmark)[\p{L}\p{N}_]*$`)
+
+// listTests returns the top-level tests (examples, fuzz tests and benchmarks
+// included) of package pkg, named as results name them.
+func listTests(ctx context.Context, dir, pkg string) (map[string]bool, error) {
+	out, err := goCmd(ctx, dir, goEnv(), "test", "-vet=off", "-list=.", pkg)
+	if err != nil {
+		return nil, err
+	}
+	prefix := ""
+	if pkg != "." {
+		prefix = strings.TrimPrefix(pkg, "./") + ":"
+	}
+	names := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		if line = strings.TrimSpace(line); testName.MatchString(line) {
+			names[prefix+line] = true
+		}
+	}
+	return names, nil
+}
+
 // parseTestJSON reads go test -json output. Tests are named with prefix
 // prepended; a test that started and has no result is recorded as a crashed
 // failure. It also returns the package's own output lines.

@@ -186,6 +186,13 @@ func TestG(t *testing.T) {}
 			t.Errorf("%s = %+v, want %+v", name, o, w)
 		}
 	}
+	names, err := listTests(t.Context(), dir, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 7 || !names["TestA"] || !names["TestG"] {
+		t.Errorf("listed: %v", names)
+	}
 	only, err := runPackage(t.Context(), dir, ".", mode{Name: "test"}, time.Minute, []string{"TestE", "TestG"})
 	if err != nil {
 		t.Fatal(err)
