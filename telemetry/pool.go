@@ -26,14 +26,17 @@ func (r *Route) ConnOpened(name string, id uint64, took time.Duration) {
 	}
 }
 
-// DialFailed records a dial of route name that failed after took.
+// DialFailed records a dial of route name that failed after took: the dial
+// errors counter by error.type (see ErrorType), and a Debug log. Each failed
+// dial is logged at Debug only: the library is quiet by default, and a route
+// that keeps failing is its actor's to report, once per change of state.
 func (r *Route) DialFailed(name string, err error, took time.Duration) {
 	if r == nil {
 		return
 	}
-	r.t.dialErrors.Add(background, 1, r.opt)
-	if r.t.log.Enabled(background, slog.LevelWarn) {
-		r.t.log.LogAttrs(background, slog.LevelWarn, "connactor: dial failed",
+	r.t.dialErrors.Add(background, 1, r.dialErrOpt(ErrorType(err)))
+	if r.t.log.Enabled(background, slog.LevelDebug) {
+		r.t.log.LogAttrs(background, slog.LevelDebug, "connactor: dial failed",
 			slog.String("route", name), slog.Duration("took", took), slog.Any("err", err))
 	}
 }

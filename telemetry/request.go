@@ -2,8 +2,8 @@ package telemetry
 
 import (
 	"context"
-	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -48,6 +48,10 @@ type LeaseInfo struct {
 	IdleTime time.Duration // how long it was idle before this lease
 	// The connection's dial, reported with its first lease only (zero otherwise).
 	Dial, Connect, TLS time.Duration
+	// PeerAddr is the connection's remote address (net.Conn.RemoteAddr): the
+	// server's, or the proxy's when the request goes through one. It becomes
+	// the span's network.peer.address and network.peer.port; nil sets neither.
+	PeerAddr net.Addr
 }
 
 // clientKind is the start option of every client span (allocated once).
@@ -129,10 +133,18 @@ func (t *Telemetry) inject(ctx context.Context, req *http.Request) *http.Request
 
 // LeaseGranted adds the span events of one attempt's lease: the pool wait (with
 // its duration and queue position), the dial and TLS handshake of a new
-// connection, or the re-use of a pooled one.
+// connection, or the re-use of a pooled one; and the connection's peer address
+// (a retry's lease replaces the first one's).
 func (r *Request) LeaseGranted(l LeaseInfo) {
 	if r == nil || !r.recording {
 		return
+	}
+	if host, port, ok := splitAddr(l.PeerAddr); ok {
+		if port > 0 {
+			r.span.SetAttributes(semconv.NetworkPeerAddress(host), semconv.NetworkPeerPort(port))
+		} else {
+			r.span.SetAttributes(semconv.NetworkPeerAddress(host))
+		}
 	}
 	if l.QueuePos > 0 || l.Waited > 0 {
 		r.span.AddEvent(EventPoolWait, trace.WithAttributes(
@@ -158,7 +170,7 @@ func (r *Request) Retry(err error) {
 	}
 	r.t.retries.Add(r.ctx, 1, r.route.opt)
 	if r.recording {
-		r.span.AddEvent(EventRetry, trace.WithAttributes(semconv.ErrorTypeKey.String(errorType(err)),
+		r.span.AddEvent(EventRetry, trace.WithAttributes(semconv.ErrorTypeKey.String(ErrorType(err)),
 			attribute.String("exception.message", err.Error())))
 		r.span.SetAttributes(semconv.HTTPRequestResendCount(1))
 	}
@@ -174,7 +186,7 @@ func (r *Request) LeaseTimedOut(d time.Duration) {
 	if r == nil {
 		return
 	}
-	r.errType = "lease_timeout"
+	r.errType = ErrorTypeLeaseTimeout
 	r.t.leaseTimeout.Add(r.ctx, 1, r.route.opt)
 	if r.t.log.Enabled(r.ctx, slog.LevelInfo) {
 		r.t.log.LogAttrs(r.ctx, slog.LevelInfo, "connactor: lease timed out",
@@ -228,7 +240,7 @@ func (r *Request) Failed(err error) {
 	}
 	et := r.errType
 	if et == "" {
-		et = errorType(err)
+		et = ErrorType(err)
 	}
 	if r.recording {
 		r.span.SetAttributes(semconv.ErrorTypeKey.String(et))
@@ -338,21 +350,28 @@ func sensitiveQuery(q string) bool {
 	return false
 }
 
-// errorType is error.type for a transport failure: "timeout" and "canceled"
-// for deadlines and cancellations, otherwise the error's type as the semantic
-// conventions derive it (an ErrorType() method, or the Go type name).
-func errorType(err error) string {
-	switch {
-	case err == nil:
-		return "_OTHER"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
+// splitAddr returns the host (an IP address, or a Unix socket's name) and port
+// of a connection's address; ok is false for nil.
+func splitAddr(a net.Addr) (host string, port int, ok bool) {
+	switch a := a.(type) {
+	case nil:
+		return "", 0, false
+	case *net.TCPAddr:
+		if a == nil {
+			return "", 0, false
+		}
+		return a.IP.String(), a.Port, true
+	case *net.UnixAddr:
+		if a == nil {
+			return "", 0, false
+		}
+		return a.Name, 0, true
 	}
-	var to interface{ Timeout() bool }
-	if errors.As(err, &to) && to.Timeout() {
-		return "timeout"
+	s := a.String()
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return s, 0, true
 	}
-	return semconv.ErrorType(err).Value.AsString()
+	port, _ = strconv.Atoi(p)
+	return h, port, true
 }

@@ -31,7 +31,7 @@ import (
 )
 
 // ScopeName is the instrumentation scope of connactor's tracer and meter.
-const ScopeName = "github.com/connactor/connactor"
+const ScopeName = modulePath
 
 // Names of connactor's own instruments (the HTTP ones use the semantic
 // conventions' names: http.client.request.duration, http.client.active_requests,
@@ -43,7 +43,7 @@ const (
 	MetricAdmitPending   = "connactor.admission.pending"        // gauge: requests queued under MaxConcurrentRequests
 	MetricConnOpened     = "connactor.connection.opened"        // counter: connections dialed successfully
 	MetricConnClosed     = "connactor.connection.closed"        // counter by connactor.connection.close_reason
-	MetricDialErrors     = "connactor.connection.dial_errors"   // counter: dials that failed
+	MetricDialErrors     = "connactor.connection.dial_errors"   // counter by error.type: dials that failed
 	MetricDialDuration   = "connactor.connection.dial.duration" // histogram, s: TCP connect plus tunnel and TLS
 	MetricRequestRetries = "connactor.request.retries"          // counter: replays on a fresh connection
 )
@@ -71,13 +71,16 @@ type Config struct {
 	MeterProvider  metric.MeterProvider          // nil = otel.GetMeterProvider()
 	Propagator     propagation.TextMapPropagator // nil = otel.GetTextMapPropagator()
 	Logger         *slog.Logger                  // nil = slog.Default()
+
+	version string // the instrumentation scope's version: Version() unless a test sets it
 }
 
 // Telemetry holds a client's tracer, instruments and logger. Make one with New;
 // the nil *Telemetry records nothing.
 type Telemetry struct {
-	log    *slog.Logger
-	tracer trace.Tracer // Config.TracerProvider's; nil when it is a known no-op or not set
+	log     *slog.Logger
+	version string       // the instrumentation scope's version
+	tracer  trace.Tracer // Config.TracerProvider's; nil when it is a known no-op or not set
 	// Without Config.TracerProvider, the tracer follows otel's global provider,
 	// looked up per request (an atomic load), so a provider installed after New
 	// is used. While nothing installed one (unsetGlobal still is the global),
@@ -129,16 +132,20 @@ func New(cfg Config) *Telemetry {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	t := &Telemetry{log: cfg.Logger, prop: cfg.Propagator}
+	if cfg.version == "" {
+		cfg.version = Version()
+	}
+	t := &Telemetry{log: cfg.Logger, prop: cfg.Propagator, version: cfg.version}
 	if followGlobal {
 		t.global = true
 		if isUnsetGlobal(cfg.TracerProvider) {
 			t.unsetGlobal = cfg.TracerProvider
 		}
 	} else {
-		t.tracer = tracerOf(cfg.TracerProvider)
+		t.tracer = t.tracerOf(cfg.TracerProvider)
 	}
-	m := cfg.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	m := cfg.MeterProvider.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL),
+		metric.WithInstrumentationVersion(t.version))
 	t.meter = m
 	var errs []error
 	check := func(err error) {
@@ -242,6 +249,7 @@ type Route struct {
 	idle      attribute.Set // attrs + http.connection.state=idle
 	opt       metric.MeasurementOption
 	byClose   sync.Map // reason -> metric.MeasurementOption
+	byDialErr sync.Map // error.type -> metric.MeasurementOption
 	durations sync.Map // durationKey -> metric.MeasurementOption
 }
 
@@ -273,11 +281,24 @@ func (t *Telemetry) Route(scheme, host, port string) *Route {
 // closeOpt returns the measurement option of the route's attributes plus the
 // close reason, built once per reason.
 func (r *Route) closeOpt(reason string) metric.MeasurementOption {
-	if v, ok := r.byClose.Load(reason); ok {
+	return r.optWith(&r.byClose, AttrCloseReason.String(reason))
+}
+
+// dialErrOpt returns the measurement option of the route's attributes plus
+// error.type, built once per type.
+func (r *Route) dialErrOpt(errType string) metric.MeasurementOption {
+	return r.optWith(&r.byDialErr, semconv.ErrorTypeKey.String(errType))
+}
+
+// optWith returns, from cache (keyed by kv's value), the measurement option of
+// the route's attributes plus kv.
+func (r *Route) optWith(cache *sync.Map, kv attribute.KeyValue) metric.MeasurementOption {
+	key := kv.Value.AsString()
+	if v, ok := cache.Load(key); ok {
 		return v.(metric.MeasurementOption)
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(append(r.kv[:len(r.kv):len(r.kv)], AttrCloseReason.String(reason))...))
-	v, _ := r.byClose.LoadOrStore(reason, opt)
+	opt := metric.WithAttributeSet(attribute.NewSet(append(r.kv[:len(r.kv):len(r.kv)], kv)...))
+	v, _ := cache.LoadOrStore(key, opt)
 	return v.(metric.MeasurementOption)
 }
 
@@ -289,12 +310,12 @@ type tracerFor struct {
 }
 
 // tracerOf returns tp's tracer for connactor, or nil when tp is a known no-op.
-func tracerOf(tp trace.TracerProvider) trace.Tracer {
+func (t *Telemetry) tracerOf(tp trace.TracerProvider) trace.Tracer {
 	switch tp.(type) {
 	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
 		return nil // known to record nothing: skip span creation altogether
 	}
-	return tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL))
+	return tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL), trace.WithInstrumentationVersion(t.version))
 }
 
 // isUnsetGlobal reports whether tp is otel's placeholder global provider, the
@@ -313,12 +334,12 @@ func (t *Telemetry) currentTracer() trace.Tracer {
 		return nil
 	}
 	if reflect.ValueOf(tp).Kind() != reflect.Pointer {
-		return tracerOf(tp) // not comparable for sure: no cache
+		return t.tracerOf(tp) // not comparable for sure: no cache
 	}
 	if c := t.globalCache.Load(); c != nil && c.tp == tp {
 		return c.tracer
 	}
-	c := &tracerFor{tp: tp, tracer: tracerOf(tp)}
+	c := &tracerFor{tp: tp, tracer: t.tracerOf(tp)}
 	t.globalCache.Store(c)
 	return c.tracer
 }

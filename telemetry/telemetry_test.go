@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,9 +70,10 @@ func TestNoopProvidersCostNoAllocationPerRequest(t *testing.T) {
 	tel := noopTelemetry()
 	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
 	ctx := context.Background()
+	peer := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
 	allocs := testing.AllocsPerRun(100, func() {
 		out, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
-		r.LeaseGranted(LeaseInfo{Reused: true})
+		r.LeaseGranted(LeaseInfo{Reused: true, PeerAddr: peer})
 		r.Responded(&http.Response{StatusCode: 200})
 		r.ExchangeDone()
 		if out != req || r != nil {
@@ -102,7 +102,7 @@ func TestStartRequestInjectsIntoACopyAndLeavesTheCallersRequestAlone(t *testing.
 	if out.Header.Get("Traceparent") == "" || out.Header.Get("X-Mine") != "1" {
 		t.Fatalf("the copy's headers: %v", out.Header)
 	}
-	r.Failed(&net.OpError{Op: "dial", Err: errors.New("refused")})
+	r.Failed(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
 	spans := sr.Ended()
 	if len(spans) != 1 || spans[0].Name() != "POST" {
 		t.Fatalf("spans: %v", spans)
@@ -111,7 +111,7 @@ func TestStartRequestInjectsIntoACopyAndLeavesTheCallersRequestAlone(t *testing.
 		if kv.Key == "url.full" && kv.Value.AsString() != "http://REDACTED:REDACTED@example.test:8080/a?sig=REDACTED&x=1" {
 			t.Errorf("url.full = %q", kv.Value.AsString())
 		}
-		if kv.Key == "error.type" && kv.Value.AsString() != "*net.OpError" {
+		if kv.Key == "error.type" && kv.Value.AsString() != ErrorTypeConnRefused {
 			t.Errorf("error.type = %q", kv.Value.AsString())
 		}
 	}
@@ -126,25 +126,91 @@ func TestMethodsOutsideTheStandardOnesAreReportedAsOther(t *testing.T) {
 	}
 }
 
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string { return "slow" }
-func (timeoutErr) Timeout() bool { return true }
-
-func TestErrorTypesAreLowCardinality(t *testing.T) {
+func TestClientSpansCarryTheConnectionsPeerAddress(t *testing.T) {
 	for _, c := range []struct {
-		err  error
-		want string
+		peer     net.Addr
+		wantAddr string
+		wantPort int64 // 0: no network.peer.port
 	}{
-		{context.Canceled, "canceled"},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), "timeout"},
-		{fmt.Errorf("lease: %w", timeoutErr{}), "timeout"},
-		{&url.Error{Op: "Get", Err: io.EOF}, "*url.Error"},
-		{fmt.Errorf("wrapped: %w", os.ErrPermission), "*errors.errorString"},
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}, "127.0.0.1", 8080},
+		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 443}, "::1", 443},
+		{&net.UnixAddr{Name: "/run/app.sock", Net: "unix"}, "/run/app.sock", 0},
+		{nil, "", 0},
+		{(*net.TCPAddr)(nil), "", 0},
 	} {
-		if got := errorType(c.err); got != c.want {
-			t.Errorf("errorType(%v) = %q, want %q", c.err, got, c.want)
+		tel, sr, _ := sdkTelemetry(t)
+		req, _ := http.NewRequest(http.MethodGet, "http://example.test:8080/", nil)
+		_, r := tel.StartRequest(context.Background(), req, "http", "example.test", "8080")
+		r.LeaseGranted(LeaseInfo{PeerAddr: c.peer})
+		r.Responded(&http.Response{StatusCode: 200})
+		r.ExchangeDone()
+		spans := sr.Ended()
+		if len(spans) != 1 {
+			t.Fatalf("%v: %d spans", c.peer, len(spans))
 		}
+		var addr string
+		var port int64
+		for _, kv := range spans[0].Attributes() {
+			switch kv.Key {
+			case "network.peer.address":
+				addr = kv.Value.AsString()
+			case "network.peer.port":
+				port = kv.Value.AsInt64()
+			}
+		}
+		if addr != c.wantAddr || port != c.wantPort {
+			t.Errorf("peer %v: network.peer.address %q, network.peer.port %d; want %q, %d",
+				c.peer, addr, port, c.wantAddr, c.wantPort)
+		}
+	}
+}
+
+func TestInstrumentationScopeCarriesTheModuleVersion(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer tp.Shutdown(context.Background())
+	defer mp.Shutdown(context.Background())
+	tel := New(Config{TracerProvider: tp, MeterProvider: mp, Logger: discard, version: "v1.2.3"})
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	_, r := tel.StartRequest(context.Background(), req, "http", "example.test", "80")
+	r.Failed(errors.New("boom"))
+	if spans := sr.Ended(); len(spans) != 1 || spans[0].InstrumentationScope().Version != "v1.2.3" ||
+		spans[0].InstrumentationScope().Name != ScopeName {
+		t.Fatalf("span scope: %+v", spans[0].InstrumentationScope())
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) == 0 || rm.ScopeMetrics[0].Scope.Version != "v1.2.3" {
+		t.Fatalf("metric scopes: %+v", rm.ScopeMetrics)
+	}
+}
+
+func TestDialErrorsCountByErrorType(t *testing.T) {
+	tel, _, reader := sdkTelemetry(t)
+	r := tel.Route("http", "example.test", "80")
+	r.DialFailed("http://example.test:80", &net.OpError{Op: "dial", Net: "tcp",
+		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, time.Millisecond)
+	r.DialFailed("http://example.test:80", &net.OpError{Op: "dial", Net: "tcp",
+		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, time.Millisecond)
+	r.DialFailed("http://example.test:80", &net.DNSError{Err: "no such host", Name: "example.test"}, time.Millisecond)
+	var rm metricdata.ResourceMetrics
+	reader.Collect(context.Background(), &rm)
+	got := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name != MetricDialErrors {
+			continue
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			v, _ := dp.Attributes.Value("error.type")
+			got[v.AsString()] = dp.Value
+		}
+	}
+	if len(got) != 2 || got[ErrorTypeConnRefused] != 2 || got[ErrorTypeDNS] != 1 {
+		t.Fatalf("dial errors by error.type: %v", got)
 	}
 }
 

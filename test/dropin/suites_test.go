@@ -1,0 +1,205 @@
+package dropin
+
+import "strings"
+
+// connactorFile is the connactor side's constructor, added to package pkg: a
+// client as a user would make it to replace the library's own transport
+// (defaults, with the proxy and dial timeout those transports set).
+func connactorFile(pkg string) string {
+	return strings.ReplaceAll(`//go:build connactor_dropin
+
+package PKG
+
+import (
+	"net/http"
+	"os"
+	"time"
+
+	connactor "github.com/connactor/connactor/client"
+)
+
+// connactorTransport is what the patched library uses in place of its own
+// transport: a new connactor client each time, as the library made a new
+// transport each time.
+func connactorTransport() http.RoundTripper {
+	c, err := connactor.New(connactor.Config{Proxy: http.ProxyFromEnvironment, DialTimeout: 30 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	if m := os.Getenv("`+markerEnv+`"); m != "" {
+		if err := os.WriteFile(m, nil, 0o644); err != nil {
+			panic(err)
+		}
+	}
+	return c
+}
+`, "PKG", pkg)
+}
+
+// injection returns the two implementations of the injection point fn of
+// package pkg, with signature sig: net/http's side returns body, connactor's
+// returns connactorBody.
+func injection(pkg, sig, body, connactorBody string) map[string]string {
+	return map[string]string{
+		"connactor_dropin_off.go": "//go:build !" + tagConnactor + "\n\npackage " + pkg +
+			"\n\nimport \"net/http\"\n\nvar _ http.RoundTripper\n\n" + sig + " {\n\t" + body + "\n}\n",
+		"connactor_dropin_on.go": "//go:build " + tagConnactor + "\n\npackage " + pkg +
+			"\n\nimport \"net/http\"\n\nvar _ http.RoundTripper\n\n" + sig + " {\n\t" + connactorBody + "\n}\n",
+		"connactor_dropin_client.go": connactorFile(pkg),
+	}
+}
+
+func with(files map[string]string, dir string) map[string]string {
+	out := map[string]string{}
+	for name, text := range files {
+		out[dir+"/"+name] = text
+	}
+	return out
+}
+
+var suites = []*suite{retryablehttpSuite, restySuite, heimdallSuite}
+
+// go-retryablehttp builds every client's *http.Client with
+// cleanhttp.DefaultPooledClient() (NewClient, and a Client whose HTTPClient is
+// nil): both calls go through dropinClient.
+var retryablehttpSuite = &suite{
+	Name:    "retryablehttp",
+	Module:  "github.com/hashicorp/go-retryablehttp",
+	Version: "v0.7.8",
+	Pkgs:    []string{"."},
+	Patches: []patch{{
+		File:  "client.go",
+		Old:   "cleanhttp.DefaultPooledClient()",
+		New:   "dropinClient(cleanhttp.DefaultPooledClient)",
+		Count: 2,
+	}, {
+		// TestClient_Do's server listens on a fixed port of every interface.
+		File:  "client_test.go",
+		Old:   `net.Listen("tcp", ":28934")`,
+		New:   `net.Listen("tcp", "127.0.0.1:28934")`,
+		Count: 1,
+	}},
+	Files: injection("retryablehttp", "func dropinClient(std func() *http.Client) *http.Client",
+		"return std()", "return &http.Client{Transport: connactorTransport()}"),
+	Skipped: map[string]string{
+		// With connactor it fails too: it wants url.Error.Err to be net/http's
+		// *net.OpError{Op: "dial", Net: "tcp", Err: *net.DNSError} itself
+		// (reflect.DeepEqual); connactor's is a *conn.ExchangeError worded
+		// "connactor: dial (nothing sent): http://host:port: dial tcp: ..." (the
+		// issue's "url.Error.Err carries the underlying error" and "errors name
+		// the request's URL as net/http does").
+		"TestRoundTripper_TransportFailureErrorHandling": "asks the system's DNS resolver for 999.999.999.999",
+	},
+	Excluded: map[string]string{},
+	KnownFailures: map[string]string{
+		"TestClient_DefaultRetryPolicy_TLS": "a bad certificate is retried 5 times over 15 s: url.Error.Err is a " +
+			"*conn.ExchangeError, so retryablehttp's plain type assertion to *tls.CertificateVerificationError " +
+			"fails (issue 16: url.Error.Err carries *tls.CertificateVerificationError / x509 errors)",
+		"TestClient_DefaultRetryPolicy_invalidheadervalue": "retried 5 times: the error reads `connactor: invalid " +
+			"request: invalid value for header \"Header-Name\"` where retryablehttp matches net/http's " +
+			"`net/http: invalid header field value for \"Header-Name\"` (issue 16: net/http's wording)",
+		"TestClient_DefaultRetryPolicy_invalidscheme": "retried 5 times: the error reads `connactor: route: " +
+			"unsupported URL scheme \"ftp\"` where retryablehttp matches net/http's `unsupported protocol " +
+			"scheme \"ftp\"` (issue 16: net/http's wording)",
+	},
+}
+
+// resty's createClient gives an *http.Client without a Transport (New, and
+// NewWithClient of such a client) the transport of createTransport(nil).
+var restySuite = &suite{
+	Name:    "resty",
+	Module:  "github.com/go-resty/resty/v2",
+	Version: "v2.17.2",
+	Pkgs:    []string{"."},
+	Patches: []patch{{
+		File:  "client.go",
+		Old:   "hc.Transport = createTransport(nil)",
+		New:   "hc.Transport = dropinTransport(func() http.RoundTripper { return createTransport(nil) })",
+		Count: 1,
+	}},
+	Files: injection("resty", "func dropinTransport(std func() http.RoundTripper) http.RoundTripper",
+		"return std()", "return connactorTransport()"),
+	Skipped: map[string]string{
+		// With connactor it fails too: SetProxy type-asserts *http.Transport,
+		// so the request goes straight to the server and succeeds where the
+		// test expects the proxy's error.
+		"TestClientProxy": "asks the system's DNS resolver for sampleproxy (SetProxy)",
+	},
+	Excluded: map[string]string{
+		"TestClientAuthScheme":                          restyTLS,
+		"TestClientAuthToken":                           restyTLS,
+		"TestClientBasicAuth":                           restyTLS,
+		"TestClientOnResponseError/successful_request":  restyTLS,
+		"TestClientOnResponseError/http_status_error":   restyTLS,
+		"TestLogCallbacks":                              restyTLS,
+		"TestRequestAuthScheme":                         restyTLS,
+		"TestRequestAuthToken":                          restyTLS,
+		"TestRequestBasicAuth":                          restyTLS,
+		"TestRequestBasicAuthFail":                      restyTLS,
+		"TestRequestOverridesClientAuthorizationHeader": restyTLS,
+		"TestTraceInfoOnTimeoutWithSetTimeout/HTTPS_request_with_TLS_handshake": restyTLS,
+		"TestClientOptions":                            restyFields + " (TLSClientConfig.InsecureSkipVerify)",
+		"TestClientSetCertificates":                    restyFields + " (TLSClientConfig.Certificates)",
+		"TestClientSetRootCertificate":                 restyFields + " (TLSClientConfig.RootCAs)",
+		"TestClientSetRootCertificateFromString":       restyFields + " (TLSClientConfig.RootCAs)",
+		"TestClientSetRootCertificateNotExists":        restyFields + " (TLSClientConfig)",
+		"TestClientSetClientRootCertificate":           restyFields + " (TLSClientConfig.ClientCAs)",
+		"TestClientSetClientRootCertificateFromString": restyFields + " (TLSClientConfig.ClientCAs)",
+		"TestClientSetClientRootCertificateNotExists":  restyFields + " (TLSClientConfig)",
+		"TestProxySetting":                             restyFields + " (Proxy)",
+	},
+	KnownFailures: map[string]string{
+		"TestTraceInfo": "panics on a nil TraceInfo().RemoteAddr: httptrace.GotConnInfo.Conn is nil " +
+			"(issue 16: GotConnInfo.Conn is the connection)",
+	},
+}
+
+// Why resty's excluded tests need a *http.Transport: resty sets TLS, proxies
+// and certificates by type-asserting its transport (Client.Transport) and only
+// logs an error otherwise; connactor takes them in Config, before New.
+const (
+	restyTLS = "SetTLSClientConfig(InsecureSkipVerify) type-asserts *http.Transport; with connactor the " +
+		"httptest TLS server's certificate stays unverifiable"
+	restyFields = "reads fields of client.Transport(), which type-asserts *http.Transport"
+)
+
+// heimdall's httpclient.NewClient makes an *http.Client with a Timeout and no
+// Transport (net/http's DefaultTransport); the hystrix client wraps it.
+var heimdallSuite = &suite{
+	Name:    "heimdall",
+	Module:  "github.com/gojek/heimdall/v7",
+	Version: "v7.0.3",
+	Pkgs:    []string{".", "./httpclient", "./hystrix"},
+	Patches: []patch{{
+		File:  "httpclient/client.go",
+		Old:   "\t\t\tTimeout: client.timeout,\n",
+		New:   "\t\t\tTimeout:   client.timeout,\n\t\t\tTransport: dropinTransport(func() http.RoundTripper { return nil }),\n",
+		Count: 1,
+	}},
+	Files: with(injection("httpclient", "func dropinTransport(std func() http.RoundTripper) http.RoundTripper",
+		"return std()", "return connactorTransport()"), "httpclient"),
+	Skipped: map[string]string{
+		"httpclient:ExampleWithHTTPTimeout":  heimdallInternet,
+		"httpclient:ExampleWithRetrier":      heimdallInternet,
+		"hystrix:ExampleWithHTTPTimeout":     heimdallInternet,
+		"hystrix:ExampleWithRetrier":         heimdallInternet,
+		"hystrix:ExampleWithStatsDCollector": heimdallInternet,
+	},
+	Excluded: map[string]string{
+		"httpclient:TestOptionsHaveDefaults": "compares NewClient's *http.Client with http.DefaultClient " +
+			"(Transport nil) by value: any transport put in differs",
+	},
+	KnownFailures: map[string]string{
+		"httpclient:TestHTTPClientGetReturnsErrorOnClientCallFailure": heimdallScheme,
+		"httpclient:TestHTTPClientGetReturnsErrorOnFailure":           heimdallScheme,
+		"httpclient:TestPluginErrorMethodCalled":                      heimdallScheme,
+		"hystrix:TestHystrixHTTPClientRetriesGetOnFailure":            heimdallScheme,
+	},
+}
+
+const (
+	heimdallInternet = "sends a request to https://www.gojek.io/"
+	heimdallScheme   = "a URL without a scheme fails with `connactor: route: unsupported URL scheme: missing " +
+		"scheme in \"...\"` where the test wants net/http's `unsupported protocol scheme \"\"` " +
+		"(issue 16: net/http's wording)"
+)
