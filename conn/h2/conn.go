@@ -79,7 +79,8 @@ const (
 	// ReasonPingTimeout: the health check's PING was not answered within
 	// HTTP2Config.PingTimeout.
 	ReasonPingTimeout Reason = "ping_timeout"
-	// ReasonServerClose: the server closed the connection without GOAWAY.
+	// ReasonServerClose: the server closed (or reset) the connection without
+	// GOAWAY.
 	ReasonServerClose Reason = "server_close"
 	// ReasonError: a read, write or protocol error.
 	ReasonError Reason = "error"

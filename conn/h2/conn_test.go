@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -197,6 +198,7 @@ func TestConnSpeaksH2CWithPriorKnowledge(t *testing.T) {
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, r.Proto)
 	}))
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
 	ts.Config.Protocols = new(http.Protocols)
 	ts.Config.Protocols.SetUnencryptedHTTP2(true)
 	ts.Start()
@@ -219,7 +221,9 @@ func TestConnSpeaksH2CWithPriorKnowledge(t *testing.T) {
 }
 
 func TestNewRefusesATLSConnectionThatChoseHTTP1(t *testing.T) {
-	ts := httptest.NewTLSServer(http.NotFoundHandler()) // no EnableHTTP2: ALPN picks http/1.1
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	ts.StartTLS() // no EnableHTTP2: ALPN picks http/1.1
 	t.Cleanup(ts.Close)
 	tc := dialH2(t, ts, ts.Listener.Addr().String())
 	_, err := New(tc, Options{})

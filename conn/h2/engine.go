@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -143,7 +144,7 @@ func (c *Conn) socketClosed() {
 		if strings.HasPrefix(c.engErr, "recv_goaway_") {
 			err = fmt.Errorf("h2: server sent GOAWAY %s", strings.TrimPrefix(c.engErr, "recv_goaway_"))
 		}
-	case errors.Is(c.readErr, io.EOF):
+	case errors.Is(c.readErr, io.EOF) || errors.Is(c.readErr, syscall.ECONNRESET):
 		c.closed, err = ReasonServerClose, c.readErr
 	case c.readErr != nil:
 		c.closed, err = ReasonError, c.readErr

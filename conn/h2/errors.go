@@ -55,3 +55,6 @@ func (e *RoundTripError) Timeout() bool {
 	var t interface{ Timeout() bool }
 	return errors.As(e.Err, &t) && t.Timeout()
 }
+
+// Temporary is Timeout, completing net.Error.
+func (e *RoundTripError) Temporary() bool { return e.Timeout() }

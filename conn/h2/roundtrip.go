@@ -118,9 +118,14 @@ const (
 // (then its limit is worth reading again). A second REFUSED_STREAM retires the
 // connection.
 func (c *Conn) classify(err error) (*RoundTripError, bool) {
+	msg := err.Error()
 	var se http2.StreamError
-	switch msg := err.Error(); {
-	case errors.As(err, &se) && se.Code == http2.ErrCodeRefusedStream:
+	isStream := errors.As(err, &se)
+	if isStream && se.Cause != nil {
+		msg = se.Cause.Error() // the engine's own reason for resetting the stream
+	}
+	switch {
+	case isStream && se.Code == http2.ErrCodeRefusedStream:
 		c.refusedStream()
 		return &RoundTripError{Err: fmt.Errorf("%w: %w", ErrRefused, err)}, false
 	case msg == msgGotGoAway:
