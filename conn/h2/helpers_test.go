@@ -26,7 +26,7 @@ const waitTimeout = 30 * time.Second
 
 // startH2 starts Go's HTTP/2 server over TLS on 127.0.0.1 with cfg (nil = the
 // defaults), closed at the end of the test. It counts the connections it accepted.
-func startH2(t *testing.T, cfg *http.HTTP2Config, h http.Handler) (*httptest.Server, *atomic.Int32) {
+func startH2(t testing.TB, cfg *http.HTTP2Config, h http.Handler) (*httptest.Server, *atomic.Int32) {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(h)
 	ts.EnableHTTP2 = true
