@@ -59,7 +59,9 @@ type Events struct {
 	// closes when its last stream ends.
 	Draining func(Reason)
 	// Closed reports, once, that the connection is closed, why, and the error
-	// behind it when there is one (nil for ReasonLocal and a drained close).
+	// behind it when there is one: the socket's read error, the GOAWAY's error
+	// code when it arrived while streams were in flight, nil for ReasonLocal and
+	// a graceful drain.
 	// Streams still open fail; their bodies' Done callbacks fire as they are
 	// read or closed.
 	Closed func(Reason, error)

@@ -34,7 +34,7 @@
 // http2legacy tag), where MarkDead fires only on close and State no longer
 // reports the missing SETTINGS. The tests of this package pin the behaviour
 // relied on, so that move will show; engine.go holds every x/net-specific
-// call.
+// call and error.
 //
 // # Streams
 //

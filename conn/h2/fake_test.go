@@ -138,8 +138,11 @@ func (f *fakeConn) refuse(id uint32) {
 }
 
 // goAway sends a graceful GOAWAY whose last stream id is last.
-func (f *fakeConn) goAway(last uint32) {
-	if err := f.fr.WriteGoAway(last, http2.ErrCodeNo, nil); err != nil {
+func (f *fakeConn) goAway(last uint32) { f.goAwayCode(last, http2.ErrCodeNo) }
+
+// goAwayCode sends a GOAWAY with an error code.
+func (f *fakeConn) goAwayCode(last uint32, code http2.ErrCode) {
+	if err := f.fr.WriteGoAway(last, code, nil); err != nil {
 		f.t.Errorf("fake server: GOAWAY: %v", err)
 	}
 }

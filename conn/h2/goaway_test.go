@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/net/http2"
 )
 
 // dialFake connects to a scripted server (h2c).
@@ -78,6 +80,25 @@ func TestGoAwayRefusesStreamsAboveTheLastStreamIDAndDrains(t *testing.T) {
 	got := waitFor(t, rec.closed, "Closed once the last stream ended")
 	if got.reason != ReasonGoAway {
 		t.Errorf("Closed(%q, %v), want goaway", got.reason, got.err)
+	}
+}
+
+func TestGoAwayWithAnErrorCodeRefusesUnprocessedStreamsAndSaysWhy(t *testing.T) {
+	addr := startFake(t, func(f *fakeConn) {
+		if id, _ := f.request(); id != 0 {
+			f.goAwayCode(0, http2.ErrCodeEnhanceYourCalm) // stream 1 was never processed
+		}
+	})
+	rec := newRecorder()
+	c := newConn(t, dialFake(t, addr), Options{}, rec)
+	_, _, err := get(t, c, "http://"+addr+"/")
+	assertNotSent(t, err, ErrRefused)
+	if got := waitFor(t, rec.draining, "Draining"); got != ReasonGoAway {
+		t.Errorf("Draining(%q), want goaway", got)
+	}
+	got := waitFor(t, rec.closed, "Closed")
+	if got.reason != ReasonGoAway || got.err == nil || !strings.Contains(got.err.Error(), "ENHANCE_YOUR_CALM") {
+		t.Errorf("Closed(%q, %v), want goaway saying ENHANCE_YOUR_CALM", got.reason, got.err)
 	}
 }
 
@@ -292,5 +313,23 @@ func TestCloseFailsOpenStreamsAndReportsLocal(t *testing.T) {
 	resp.Body.Close()
 	if err := waitFor(t, doneErr, "Done"); err == nil {
 		t.Error("Done(nil) for a stream cut by Close")
+	}
+}
+
+func TestStreamsTheEngineTurnsAwayAreNotSent(t *testing.T) {
+	var served atomic.Int32
+	ts, _ := startH2(t, nil, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+	c := newConn(t, dialH2(t, ts, ts.Listener.Addr().String()), Options{}, nil)
+	// The engine stops taking streams the Conn's accounting still allows (as
+	// when the peer lowers its limit): its refusal must read as not sent.
+	c.cc.SetDoNotReuse()
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader("body"))
+	_, err := c.RoundTrip(req, nil)
+	assertNotSent(t, err, ErrNoStream)
+	if got := served.Load(); got != 0 {
+		t.Errorf("server served %d requests", got)
+	}
+	if s := c.Streams(); s.Active != 0 {
+		t.Errorf("after the refusal: %+v", s)
 	}
 }

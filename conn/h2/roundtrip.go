@@ -1,15 +1,9 @@
 package h2
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
-
-	"golang.org/x/net/http2"
-
-	"github.com/connactor/connactor/conn"
 )
 
 // RoundTrip sends req on one stream and returns when the response head has
@@ -98,57 +92,5 @@ func (b *body) finish(err error) {
 	b.c.endStream()
 	if b.done != nil {
 		b.done(err)
-	}
-}
-
-// The engine's errors that say a stream never left the connection, or was
-// refused, are unexported values; they are recognised by their text, pinned by
-// this package's tests (x/net http2/transport_common.go).
-const (
-	msgGotGoAway      = "http2: Transport received Server's graceful shutdown GOAWAY"
-	msgUnusable       = "http2: client conn not usable"
-	msgClosed         = "http2: client conn is closed"
-	msgNotEstablished = "http2: client conn could not be established"
-	msgHeaderTimeout  = "http2: timeout awaiting response headers"
-	msgHeaderTooLarge = "http2: response header list larger than advertised limit"
-)
-
-// classify wraps a RoundTrip error into a *RoundTripError, and reports whether
-// the engine turned the stream away although the Conn's accounting allowed it
-// (then its limit is worth reading again). A second REFUSED_STREAM retires the
-// connection.
-func (c *Conn) classify(err error) (*RoundTripError, bool) {
-	msg := err.Error()
-	var se http2.StreamError
-	isStream := errors.As(err, &se)
-	if isStream && se.Cause != nil {
-		msg = se.Cause.Error() // the engine's own reason for resetting the stream
-	}
-	switch {
-	case isStream && se.Code == http2.ErrCodeRefusedStream:
-		c.refusedStream()
-		return &RoundTripError{Err: fmt.Errorf("%w: %w", ErrRefused, err)}, false
-	case msg == msgGotGoAway:
-		return &RoundTripError{Err: fmt.Errorf("%w: %w", ErrRefused, err)}, false
-	case msg == msgUnusable || msg == msgClosed || msg == msgNotEstablished:
-		return &RoundTripError{Err: fmt.Errorf("%w: %w", ErrNoStream, err)}, true
-	case msg == msgHeaderTimeout:
-		return &RoundTripError{Sent: true, Err: fmt.Errorf("%w after %v: %w",
-			conn.ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout, err)}, false
-	case msg == msgHeaderTooLarge:
-		return &RoundTripError{Sent: true, Err: fmt.Errorf("%w (limit %d bytes): %w",
-			conn.ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes, err)}, false
-	}
-	return &RoundTripError{Sent: true, Err: err}, false
-}
-
-// refusedStream counts a REFUSED_STREAM; the second retires the connection.
-func (c *Conn) refusedStream() {
-	c.mu.Lock()
-	c.refused++
-	n := c.refused
-	c.mu.Unlock()
-	if n >= 2 && c.startDraining(ReasonRefused) {
-		c.cc.SetDoNotReuse()
 	}
 }
