@@ -105,8 +105,10 @@ type Streams struct {
 	Draining, Closed bool
 }
 
-// Conn is one HTTP/2 client connection. Its methods are safe for concurrent use
-// and never wait for the network, except Close, which closes the socket.
+// Conn is one HTTP/2 client connection. Its methods are safe for concurrent use.
+// Only RoundTrip (for its response head) and Close (for the socket's close)
+// wait for the network; Reserve, Release, Streams and Drain are cheap enough
+// for a caller that must not block.
 type Conn struct {
 	cc       *http2.ClientConn
 	ev       Events
@@ -135,7 +137,8 @@ type Conn struct {
 // connection for h2c with prior knowledge (RFC 9113 section 3.3). It writes the
 // client preface and SETTINGS without waiting for the server's, and starts the
 // engine's read loop and a probe that learns when the server's SETTINGS arrive.
-// The Conn owns nc from then on, even when New fails. Close it when done.
+// The Conn owns nc from then on: New closes it when it fails (and Closed may
+// then have been reported). Close the Conn when done.
 func New(nc net.Conn, opt Options) (*Conn, error) {
 	c := &Conn{ev: opt.Events, opt: opt, peerMax: assumedStreams}
 	if opt.HTTP2 != nil && opt.HTTP2.MaxConcurrentStreams > 0 {

@@ -10,7 +10,8 @@ import (
 // stream before processing it: the stream was above the last stream id of a
 // GOAWAY (RFC 9113 section 6.8), or was reset with REFUSED_STREAM (section
 // 8.7). errors.Is(err, conn.ErrNotSent) holds too: replaying the request on
-// another connection is safe whatever its method.
+// another connection is safe whatever its method. The engine may have read and
+// closed the request's Body: replay it with Request.GetBody.
 var ErrRefused = errors.New("h2: stream refused by the server before processing")
 
 // ErrNoStream is returned (inside a *RoundTripError) when the connection had no
@@ -36,9 +37,9 @@ type RoundTripError struct {
 
 func (e *RoundTripError) Error() string {
 	if e.Sent {
-		return "h2: " + e.Err.Error()
+		return e.Err.Error()
 	}
-	return "h2: " + e.Err.Error() + " (not sent)"
+	return e.Err.Error() + " (not sent)"
 }
 
 // Unwrap returns the cause and the classification sentinel.

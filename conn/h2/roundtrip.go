@@ -24,9 +24,13 @@ import (
 // connection lost, context ended while reading). It must not block. A HEAD
 // response has no body: done is called before RoundTrip returns. On an error
 // return done is not called: the stream is already over. The error is a
-// *RoundTripError (see ErrRefused, ErrNoStream).
+// *RoundTripError (see ErrRefused, ErrNoStream). req.Body is closed in every
+// case, as an http.RoundTripper closes it.
 func (c *Conn) RoundTrip(req *http.Request, done func(error)) (*http.Response, error) {
 	if !c.startStream() {
+		if req.Body != nil {
+			req.Body.Close() // as the engine does on every path
+		}
 		return nil, &RoundTripError{Err: ErrNoStream}
 	}
 	resp, err := c.cc.RoundTrip(req)
