@@ -73,8 +73,8 @@ type Reason string
 const (
 	// ReasonGoAway: the server sent GOAWAY.
 	ReasonGoAway Reason = "goaway"
-	// ReasonRefused: the server refused two streams with REFUSED_STREAM, and the
-	// connection retired itself (OkHttp's rule).
+	// ReasonRefused: the server refused two streams with REFUSED_STREAM after its
+	// SETTINGS arrived, and the connection retired itself (OkHttp's rule).
 	ReasonRefused Reason = "refused"
 	// ReasonLocal: the owner called Drain or Close.
 	ReasonLocal Reason = "local"

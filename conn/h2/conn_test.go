@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,11 +83,10 @@ func TestConnCarries100ConcurrentStreamsOnOneConnection(t *testing.T) {
 
 func TestConnAssumes100StreamsUntilTheServersSettingsArrive(t *testing.T) {
 	ts, _ := startH2(t, &http.HTTP2Config{MaxConcurrentStreams: 4}, http.NotFoundHandler())
-	proxy := startPauseProxy(t, ts.Listener.Addr().String())
-	tc := dialH2(t, ts, proxy.Addr())
+	tc, gate := dialH2Gated(t, ts)
 	// From here on the client hears nothing from the server: whatever it sent
 	// after the handshake (its SETTINGS, the PING ack) is held.
-	proxy.Pause()
+	gate.Hold()
 	rec := newRecorder()
 	c := newConn(t, tc, Options{}, rec)
 
@@ -105,7 +106,7 @@ func TestConnAssumes100StreamsUntilTheServersSettingsArrive(t *testing.T) {
 		c.Release()
 	}
 
-	proxy.Resume()
+	gate.Release()
 	got := waitFor(t, rec.streams, "StreamsChanged after the SETTINGS")
 	if got.Limit != 4 || !got.Settings || got.Available != 4 {
 		t.Fatalf("StreamsChanged %+v, want the server's 4", got)
@@ -120,6 +121,62 @@ func TestConnAssumes100StreamsUntilTheServersSettingsArrive(t *testing.T) {
 	}
 	for range 4 {
 		c.Release()
+	}
+}
+
+func TestAColdStartAboveTheServersLimitIsRefusedSafelyAndKeepsTheConnection(t *testing.T) {
+	const limit, burst = 4, 20
+	release := make(chan struct{})
+	ts, _ := startH2(t, &http.HTTP2Config{MaxConcurrentStreams: limit}, http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			fmt.Fprint(w, "ok")
+		}))
+	tc, gate := dialH2Gated(t, ts)
+	gate.Hold() // the server's SETTINGS (4 streams) reach the client late
+	rec := newRecorder()
+	c := newConn(t, tc, Options{}, rec)
+
+	// All 20 go out under the 100 assumed streams; the server runs 4 and
+	// refuses the others (its SETTINGS are not acknowledged yet).
+	errs := make(chan error, burst)
+	wrote := make(chan struct{}, burst)
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote <- struct{}{} },
+	})
+	var wg sync.WaitGroup
+	for range burst {
+		wg.Add(1)
+		go func() { // owned by the test: wg
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL, nil)
+			resp, err := c.RoundTrip(req, nil)
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range burst {
+		waitFor(t, wrote, "the burst's HEADERS to be written")
+	}
+	gate.Release()
+	for range burst - limit {
+		assertNotSent(t, waitFor(t, errs, "a refused request"), ErrRefused)
+	}
+	close(release)
+	wg.Wait()
+	for range limit {
+		if err := <-errs; err != nil {
+			t.Errorf("a request the server ran: %v", err)
+		}
+	}
+	if s := c.Streams(); s.Draining || s.Limit != limit || s.Available != limit {
+		t.Errorf("after the cold start: %+v, want a healthy connection with the server's %d streams", s, limit)
 	}
 }
 

@@ -60,5 +60,6 @@
 // connection had no room for with ErrNoStream; both satisfy
 // errors.Is(err, conn.ErrNotSent): replay them on another connection, whatever
 // the method. Other failures satisfy errors.Is(err, conn.ErrOutcomeUnknown).
-// A connection that refuses two streams retires itself (OkHttp's rule).
+// A connection that refuses two streams sent within its announced limit retires
+// itself (OkHttp's rule).
 package h2

@@ -241,8 +241,10 @@ const (
 // classify wraps a RoundTrip error into a *RoundTripError, and reports whether
 // the engine turned the stream away although the Conn's accounting allowed it
 // (then its limit is worth reading again). A second REFUSED_STREAM retires the
-// connection.
-func (c *Conn) classify(err error) (*RoundTripError, bool) {
+// connection, counting only streams sent once the peer's limit was known
+// (settings): a server refuses what a cold start sends above the 100 assumed
+// streams, which says nothing about its health.
+func (c *Conn) classify(err error, settings bool) (*RoundTripError, bool) {
 	msg := err.Error()
 	var se http2.StreamError
 	isStream := errors.As(err, &se)
@@ -251,7 +253,9 @@ func (c *Conn) classify(err error) (*RoundTripError, bool) {
 	}
 	switch {
 	case isStream && se.Code == http2.ErrCodeRefusedStream:
-		c.refusedStream()
+		if settings {
+			c.refusedStream()
+		}
 		return &RoundTripError{Err: fmt.Errorf("%w: %w", ErrRefused, err)}, false
 	case msg == msgGotGoAway || strings.HasPrefix(msg, msgGoAwayFirst):
 		// Above the GOAWAY's last stream id: unprocessed (RFC 9113 section 6.8).

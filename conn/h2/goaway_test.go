@@ -200,6 +200,7 @@ func TestRefusedStreamIsSafeToRetryAndASecondRetiresTheConnection(t *testing.T) 
 	})
 	rec := newRecorder()
 	c := newConn(t, dialFake(t, addr), Options{}, rec)
+	waitFor(t, rec.streams, "the server's SETTINGS") // refusals count from then on
 	post := func() error {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", strings.NewReader("not idempotent"))
 		resp, err := c.RoundTrip(req, nil)

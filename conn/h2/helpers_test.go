@@ -156,117 +156,81 @@ func get(t *testing.T, c *Conn, url string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// pauseProxy forwards TCP connections from 127.0.0.1 to a backend, and can stop
-// forwarding what the backend sends (a server that stops answering, as far as
-// the client can tell) until resumed. Its goroutines end in Close, at cleanup.
-type pauseProxy struct {
-	ln      net.Listener
-	backend string
-	wg      sync.WaitGroup
-
+// gate holds what a connection reads, from the moment Hold is called until
+// Release: a server that stops answering, as far as the client can tell.
+type gate struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	paused bool
+	held   bool
 	closed bool
-	conns  []net.Conn
 }
 
-func startPauseProxy(t *testing.T, backend string) *pauseProxy {
+func (g *gate) Hold()    { g.set(true) }
+func (g *gate) Release() { g.set(false) }
+
+func (g *gate) set(held bool) {
+	g.mu.Lock()
+	g.held = held
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// pass waits while the gate is held; false once the connection is closed.
+func (g *gate) pass() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.held && !g.closed {
+		g.cond.Wait()
+	}
+	return !g.closed
+}
+
+// gatedConn is a TCP connection whose reads go through a gate.
+type gatedConn struct {
+	net.Conn
+	g *gate
+}
+
+// Read holds what it read while the gate is held, as a stalled network would.
+func (c *gatedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.g.pass() {
+		return 0, net.ErrClosed
+	}
+	return n, err
+}
+
+func (c *gatedConn) Close() error {
+	c.g.mu.Lock()
+	c.g.closed = true
+	c.g.cond.Broadcast()
+	c.g.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// dialH2Gated dials ts with TLS over a gated TCP connection. The handshake is
+// complete when it returns, and the server cannot have sent anything after it
+// yet (TLS 1.3: its first application data follows the client's Finished,
+// which the handshake writes last), so a Hold at once holds the server's
+// SETTINGS.
+func dialH2Gated(t *testing.T, ts *httptest.Server) (*tls.Conn, *gate) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	raw, err := net.Dial("tcp", ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pauseProxy{ln: ln, backend: backend}
-	p.cond = sync.NewCond(&p.mu)
-	p.wg.Add(1)
-	go p.accept() // owned by p: Close waits
-	t.Cleanup(p.Close)
-	return p
-}
-
-func (p *pauseProxy) Addr() string { return p.ln.Addr().String() }
-
-// Pause stops forwarding the backend's bytes; Resume forwards them again.
-func (p *pauseProxy) Pause()  { p.set(true) }
-func (p *pauseProxy) Resume() { p.set(false) }
-
-func (p *pauseProxy) set(paused bool) {
-	p.mu.Lock()
-	p.paused = paused
-	p.cond.Broadcast()
-	p.mu.Unlock()
-}
-
-func (p *pauseProxy) accept() {
-	defer p.wg.Done()
-	for {
-		down, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.backend)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			up.Close()
-			down.Close()
-			return
-		}
-		p.conns = append(p.conns, up, down)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { // owned by p
-			defer p.wg.Done()
-			io.Copy(up, down)
-			up.Close()
-		}()
-		go func() { // owned by p
-			defer p.wg.Done()
-			p.forward(down, up)
-			down.Close()
-		}()
+	g := &gate{}
+	g.cond = sync.NewCond(&g.mu)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	tc := tls.Client(&gatedConn{Conn: raw, g: g}, &tls.Config{
+		RootCAs:    roots,
+		ServerName: "127.0.0.1",
+		NextProtos: []string{"h2", "http/1.1"},
+		MinVersion: tls.VersionTLS13,
+	})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// forward copies the backend's bytes to the client, holding them while paused.
-func (p *pauseProxy) forward(down, up net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := up.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			for p.paused && !p.closed {
-				p.cond.Wait()
-			}
-			closed := p.closed
-			p.mu.Unlock()
-			if closed {
-				return
-			}
-			if _, werr := down.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *pauseProxy) Close() {
-	p.mu.Lock()
-	p.closed = true
-	p.cond.Broadcast()
-	conns := p.conns
-	p.mu.Unlock()
-	p.ln.Close()
-	for _, c := range conns {
-		c.Close()
-	}
-	p.wg.Wait()
+	return tc, g
 }

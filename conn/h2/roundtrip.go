@@ -33,16 +33,17 @@ func (c *Conn) RoundTrip(req *http.Request, done func(error)) (*http.Response, e
 		}
 		return nil, &RoundTripError{Err: ErrNoStream}
 	}
+	settings := c.settingsKnown.Load()
 	resp, err := c.cc.RoundTrip(req)
 	if err != nil {
-		rerr, refresh := c.classify(err)
+		rerr, refresh := c.classify(err, settings)
 		c.endStream()
 		if refresh {
 			c.refresh(false)
 		}
 		return nil, rerr
 	}
-	if !c.settingsKnown.Load() {
+	if !settings && !c.settingsKnown.Load() {
 		c.refresh(false) // the server's SETTINGS came before this response
 	}
 	if req.Method == http.MethodHead {

@@ -93,9 +93,9 @@ func TestPingTimeoutClosesTheConnectionWithReasonPingTimeout(t *testing.T) {
 	ts, _ := startH2(t, nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "ok")
 	}))
-	proxy := startPauseProxy(t, ts.Listener.Addr().String())
+	tc, gate := dialH2Gated(t, ts)
 	rec := newRecorder()
-	c := newConn(t, dialH2(t, ts, proxy.Addr()), Options{HTTP2: &http.HTTP2Config{
+	c := newConn(t, tc, Options{HTTP2: &http.HTTP2Config{
 		SendPingTimeout: 200 * time.Millisecond, // a PING after this long without a frame
 		PingTimeout:     time.Second,            // and the connection is lost without its ack
 	}}, rec)
@@ -103,7 +103,7 @@ func TestPingTimeoutClosesTheConnectionWithReasonPingTimeout(t *testing.T) {
 		t.Fatalf("GET = %q, %v", body, err)
 	}
 
-	proxy.Pause() // the server stops answering, as far as the client can tell
+	gate.Hold() // the server stops answering, as far as the client can tell
 	got := waitFor(t, rec.closed, "Closed after the lost PING")
 	if got.reason != ReasonPingTimeout {
 		t.Errorf("Closed(%q, %v), want ping_timeout", got.reason, got.err)
