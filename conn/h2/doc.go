@@ -14,7 +14,8 @@
 //
 //   - It dials by itself. A pre-dialled socket gets in only through a throwaway
 //     Transport whose DialTLSContext returns it, and that path requires a
-//     concrete *tls.Conn, so the socket cannot be observed (see below).
+//     concrete *tls.Conn, so the socket cannot be wrapped to see its read
+//     errors and its close (this package does, to tell why a connection ended).
 //   - Its Err reports "connection closed" whatever happened, and its state hook
 //     runs only when Available grows, InFlight shrinks or Err appears: a GOAWAY
 //     (Available drops to 0 for good) is indistinguishable from a full
@@ -52,6 +53,15 @@
 // takes no new streams (a GOAWAY, two refused streams, or Drain), Closed that it
 // is gone, with a reason. Stream starts and ends are not events: the owner sees
 // them (RoundTrip, Done).
+//
+// # Use by the actors
+//
+// The connection actor dials (offering "h2" by ALPN), calls New, forwards the
+// events to its route as messages, and calls Drain or Close; it never waits on
+// a stream. A route actor leases streams: it counts its grants per connection
+// against Streams.Limit, and the holder of a grant calls RoundTrip on its own
+// goroutine (Conn is safe for concurrent use; a mailbox would serialize
+// streams), then releases the grant from done, as for HTTP/1.1.
 //
 // # Errors
 //
