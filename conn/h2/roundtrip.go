@@ -1,0 +1,101 @@
+package h2
+
+import (
+	"io"
+	"net/http"
+	"sync/atomic"
+)
+
+// RoundTrip sends req on one stream and returns when the response head has
+// arrived; the body streams from the connection. It takes the caller's
+// reservation (Reserve), or a free stream, and fails at once with ErrNoStream
+// when there is neither: it never waits for a stream of its own accord (the
+// engine may, after the peer lowered its limit under StrictMaxConcurrentRequests).
+//
+// The request's context bounds the whole stream, body included; its end resets
+// that stream only (RST_STREAM CANCEL), never the connection. The httptrace
+// hooks of the exchange (WroteHeaderField, WroteHeaders, Wait100Continue,
+// Got100Continue, Got1xxResponse, WroteRequest, GotFirstResponseByte) fire as
+// in net/http, whose HTTP/2 code this is. resp.Proto is "HTTP/2.0"; resp.TLS is
+// set on TLS connections.
+//
+// done is called exactly once when the stream is over: with nil when the body
+// was read to EOF or closed, with the error otherwise (reset by the server,
+// connection lost, context ended while reading). It must not block. A HEAD
+// response has no body: done is called before RoundTrip returns. On an error
+// return done is not called: the stream is already over. The error is a
+// *RoundTripError (see ErrRefused, ErrNoStream). req.Body is closed in every
+// case, as an http.RoundTripper closes it.
+func (c *Conn) RoundTrip(req *http.Request, done func(error)) (*http.Response, error) {
+	if !c.startStream() {
+		if req.Body != nil {
+			req.Body.Close() // as the engine does on every path
+		}
+		return nil, &RoundTripError{Err: ErrNoStream}
+	}
+	settings := c.settingsKnown.Load()
+	resp, err := c.cc.RoundTrip(req)
+	if err != nil {
+		rerr, refresh := c.classify(err, settings)
+		c.endStream()
+		if refresh {
+			c.refresh(false)
+		}
+		return nil, rerr
+	}
+	if !settings && !c.settingsKnown.Load() {
+		c.refresh(false) // the server's SETTINGS came before this response
+	}
+	if req.Method == http.MethodHead {
+		// The engine waited for the end of the stream (its noBody).
+		resp.Body.Close()
+		resp.Body = http.NoBody
+		c.endStream()
+		if done != nil {
+			done(nil)
+		}
+		return resp, nil
+	}
+	resp.Body = &body{rc: resp.Body, c: c, done: done}
+	return resp, nil
+}
+
+// body ends its stream's accounting exactly once: at EOF, on a read error, or on
+// Close. Read and Close may be called concurrently (Close aborts a Read), as on
+// the engine's body.
+type body struct {
+	rc   io.ReadCloser
+	c    *Conn
+	done func(error)
+	over atomic.Bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		if err == io.EOF {
+			b.finish(nil)
+		} else {
+			b.finish(err)
+		}
+	}
+	return n, err
+}
+
+// Close resets the stream if the body was not read to its end (the engine sends
+// RST_STREAM CANCEL), which leaves the connection and its other streams alone.
+func (b *body) Close() error {
+	err := b.rc.Close()
+	b.finish(nil)
+	return err
+}
+
+func (b *body) finish(err error) {
+	if !b.over.CompareAndSwap(false, true) {
+		return
+	}
+	b.c.endStream()
+	if b.done != nil {
+		b.done(err)
+	}
+}
