@@ -90,18 +90,8 @@ var retryablehttpSuite = &suite{
 		// the request's URL as net/http does").
 		"TestRoundTripper_TransportFailureErrorHandling": "asks the system's DNS resolver for 999.999.999.999",
 	},
-	Excluded: map[string]string{},
-	KnownFailures: map[string]string{
-		"TestClient_DefaultRetryPolicy_TLS": "a bad certificate is retried 5 times over 15 s: url.Error.Err is a " +
-			"*conn.ExchangeError, so retryablehttp's plain type assertion to *tls.CertificateVerificationError " +
-			"fails (issue 16: url.Error.Err carries *tls.CertificateVerificationError / x509 errors)",
-		"TestClient_DefaultRetryPolicy_invalidheadervalue": "retried 5 times: the error reads `connactor: invalid " +
-			"request: invalid value for header \"Header-Name\"` where retryablehttp matches net/http's " +
-			"`net/http: invalid header field value for \"Header-Name\"` (issue 16: net/http's wording)",
-		"TestClient_DefaultRetryPolicy_invalidscheme": "retried 5 times: the error reads `connactor: route: " +
-			"unsupported URL scheme \"ftp\"` where retryablehttp matches net/http's `unsupported protocol " +
-			"scheme \"ftp\"` (issue 16: net/http's wording)",
-	},
+	Excluded:      map[string]string{},
+	KnownFailures: map[string]string{},
 }
 
 // resty's createClient gives an *http.Client without a Transport (New, and
@@ -189,17 +179,9 @@ var heimdallSuite = &suite{
 		"httpclient:TestOptionsHaveDefaults": "compares NewClient's *http.Client with http.DefaultClient " +
 			"(Transport nil) by value: any transport put in differs",
 	},
-	KnownFailures: map[string]string{
-		"httpclient:TestHTTPClientGetReturnsErrorOnClientCallFailure": heimdallScheme,
-		"httpclient:TestHTTPClientGetReturnsErrorOnFailure":           heimdallScheme,
-		"httpclient:TestPluginErrorMethodCalled":                      heimdallScheme,
-		"hystrix:TestHystrixHTTPClientRetriesGetOnFailure":            heimdallScheme,
-	},
+	KnownFailures: map[string]string{},
 }
 
 const (
 	heimdallInternet = "sends a request to https://www.gojek.io/"
-	heimdallScheme   = "a URL without a scheme fails with `connactor: route: unsupported URL scheme: missing " +
-		"scheme in \"...\"` where the test wants net/http's `unsupported protocol scheme \"\"` " +
-		"(issue 16: net/http's wording)"
 )
