@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// Handler is notified of a Handle's outcome (seed 003's HttpNotificationHandler).
+// Handler is notified of a Handle's outcome.
 // Notifications run on the client's handler workers (Config.HandlerWorkers),
 // never on the goroutine that called Send and never on an actor's: a slow
 // handler delays only notifications, never the pool's actors or other routes'
@@ -41,8 +41,8 @@ type Handler interface {
 // notification (a nil Problem never escalates). A response nobody handles
 // stays open until it is closed through Await or Handle.Close.
 type HandlerFuncs struct {
-	Response func(*Handle, *http.Response)
-	Problem  func(*Handle, error, bool) bool
+	Response func(*Handle, *http.Response)   // as Handler.OnResponse
+	Problem  func(*Handle, error, bool) bool // as Handler.OnProblem
 }
 
 // OnResponse calls f.Response if it is set.

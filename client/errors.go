@@ -83,13 +83,13 @@ var ErrUnsupportedScheme = route.ErrUnsupportedScheme
 var ErrInvalidConfig = errors.New("connactor: invalid config")
 
 // ExchangeError is the type of transport failures on a connection, dials
-// included (Op "dial"); see conn.ExchangeError. errors.As(err,
+// included (Op "dial"). errors.As(err,
 // new(*client.ExchangeError)) gives how far the exchange got.
 type ExchangeError = conn.ExchangeError
 
 // ProxyConnectError is returned (wrapped) when the proxy refuses a CONNECT
 // tunnel, e.g. 407 for missing or wrong proxy credentials or 502 when it cannot
-// reach the target; see conn.ProxyConnectError. The request was not sent.
+// reach the target. The request was not sent.
 // errors.As(err, new(*client.ProxyConnectError)) gives the proxy's status.
 type ProxyConnectError = conn.ProxyConnectError
 

@@ -22,8 +22,7 @@ import (
 //
 // Responses are read as they arrive on purpose: each unread response holds a
 // connection, and holding them all until the last arrives would starve the
-// requests still waiting for one (seed 003: "applications must process
-// responses as they arrive"). read must not keep the body after it returns.
+// requests still waiting for one. read must not keep the body after it returns.
 //
 // SendAll blocks until every request is over. It uses up to limit goroutines of
 // its own, plus Send's per request.

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 )
 
-// Handle is one request handed over with Client.Send (seed 003's HttpHandle).
+// Handle is one request handed over with Client.Send.
 // Its methods are safe for concurrent use.
 //
 // A Handle is linked (Linked) from Send until the client holds nothing more
@@ -167,7 +167,7 @@ func (h *Handle) Abort() {
 
 // Linked reports whether the Handle is still tied to the client: its request is
 // pending or in flight, or its response body is open. Once false, it stays
-// false. As seed 003 warns, the answer may be stale by the time it is used.
+// false. The answer may be stale by the time it is used.
 func (h *Handle) Linked() bool { return h.linked.Load() }
 
 // stop aborts the Handle with cause (what Await returns from now on) and does
@@ -299,7 +299,7 @@ func (h *Handle) beginNotification() bool {
 // handlerPanicked turns a panic in OnResponse into a fatal problem for this
 // Handle: Await returns err from now on, and the response is discarded with its
 // connection (the stream's state after a panic is unknown). Nothing is notified:
-// the response notification has been given (seed 003).
+// the response notification has been given.
 func (h *Handle) handlerPanicked(err error) {
 	h.cancel(err)
 	h.mu.Lock()

@@ -17,11 +17,11 @@ import (
 // RoundTrip sends req on a pooled connection and returns the response as soon as
 // its head is read; the body streams from the connection, which returns to the
 // pool when the body is read to EOF or closed. Any status, 4xx and 5xx included,
-// is a response; transport failures are errors (see errors.go). It blocks until
+// is a response; transport failures are errors (see ErrNotSent). It blocks until
 // the head arrives, req's context ends, or Config.LeaseTimeout passes while
 // waiting for a connection. A request that fails on a re-used connection before
 // any response byte is retried once on a new connection when replaying it is
-// safe (see replayable). A body that is neither read to EOF nor closed holds its
+// safe: an idempotent method, or a body it can get again (GetBody). A body that is neither read to EOF nor closed holds its
 // connection: Stats counts it as leased. Safe for concurrent use.
 //
 // The life of a request: admission (a FIFO semaphore, an atomic while under

@@ -9,10 +9,13 @@ import (
 
 // Stats is a snapshot of the client's pool.
 type Stats struct {
-	Open, Leased, Idle, Pending int // totals across routes
-	Routes                      []RouteStats
+	// Open counts connections open or being dialed; Leased, those serving a
+	// request (their body not yet read to its end or closed); Idle, those
+	// waiting in the idle list; Pending, callers waiting for a connection.
+	Open, Leased, Idle, Pending int          // totals across routes (see RouteStats)
+	Routes                      []RouteStats // every route, sorted by name
 
-	MaxConnsTotal int
+	MaxConnsTotal int // Config.MaxConnsTotal
 	// Connections is the supervisor's own count of open and dialing connections
 	// across routes: always <= MaxConnsTotal. Open (the sum over Routes) may
 	// briefly differ, since routes are read one after the other: a connection
@@ -36,7 +39,10 @@ type Stats struct {
 
 // RouteStats is one route's snapshot.
 type RouteStats struct {
-	Route                       string // e.g. "http://127.0.0.1:8080"; names proxy and identity when set
+	Route string // e.g. "http://127.0.0.1:8080"; names proxy and identity when set
+	// Open counts connections open or being dialed; Leased, those serving a
+	// request (their body not yet read to its end or closed); Idle, those in
+	// the idle list; Pending, callers waiting for a connection.
 	Open, Leased, Idle, Pending int
 	Max                         int // MaxConnsPerRoute
 

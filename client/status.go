@@ -54,68 +54,78 @@ func wantsJSON(r *http.Request) bool {
 
 // Status is what the status page shows, as StatusHandler serves it in JSON.
 type Status struct {
-	Time   time.Time     `json:"time"`
-	Closed bool          `json:"closed"`
-	Limits StatusLimits  `json:"limits"`
-	Totals StatusTotals  `json:"totals"`
-	Routes []StatusRoute `json:"routes"`
+	Time   time.Time     `json:"time"`   // when the snapshot was taken
+	Closed bool          `json:"closed"` // the client is closed or shutting down
+	Limits StatusLimits  `json:"limits"` // the configured limits
+	Totals StatusTotals  `json:"totals"` // the client-wide counts
+	Routes []StatusRoute `json:"routes"` // every route, sorted by name
 }
 
 // StatusLimits are the client's configured limits (durations in seconds; 0 = none).
 type StatusLimits struct {
-	MaxConnsPerRoute      int     `json:"maxConnsPerRoute"`
-	MaxConnsTotal         int     `json:"maxConnsTotal"`
-	MaxConcurrentRequests int     `json:"maxConcurrentRequests"`
-	LeaseTimeout          float64 `json:"leaseTimeout"`
-	MaxIdleTime           float64 `json:"maxIdleTime"`
-	MaxLifetime           float64 `json:"maxLifetime"`
+	MaxConnsPerRoute      int     `json:"maxConnsPerRoute"`      // Config.MaxConnsPerRoute
+	MaxConnsTotal         int     `json:"maxConnsTotal"`         // Config.MaxConnsTotal
+	MaxConcurrentRequests int     `json:"maxConcurrentRequests"` // Config.MaxConcurrentRequests
+	LeaseTimeout          float64 `json:"leaseTimeout"`          // Config.LeaseTimeout
+	MaxIdleTime           float64 `json:"maxIdleTime"`           // Config.MaxIdleTime
+	MaxLifetime           float64 `json:"maxLifetime"`           // Config.MaxLifetime
 }
 
-// StatusTotals are the client-wide counts of a Stats snapshot.
+// StatusTotals are the client-wide counts of a Stats snapshot, field for
+// field (durations in seconds); see Stats for their meaning.
 type StatusTotals struct {
-	Open             int    `json:"open"`
-	Leased           int    `json:"leased"`
-	Idle             int    `json:"idle"`
-	Pending          int    `json:"pending"`
-	InFlight         int    `json:"inFlight"`
-	PendingAdmission int    `json:"pendingAdmission"`
-	PendingPermits   int    `json:"pendingPermits"`
-	Evictions        uint64 `json:"evictions"`
-	Expired          uint64 `json:"expired"`
+	Open             int     `json:"open"`             // Stats.Open
+	Leased           int     `json:"leased"`           // Stats.Leased
+	Idle             int     `json:"idle"`             // Stats.Idle
+	Pending          int     `json:"pending"`          // Stats.Pending
+	MaxConnsTotal    int     `json:"maxConnsTotal"`    // Stats.MaxConnsTotal
+	Connections      int     `json:"connections"`      // Stats.Connections
+	InFlight         int     `json:"inFlight"`         // Stats.InFlight
+	PendingAdmission int     `json:"pendingAdmission"` // Stats.PendingAdmission
+	PendingPermits   int     `json:"pendingPermits"`   // Stats.PendingPermits
+	Evictions        uint64  `json:"evictions"`        // Stats.Evictions
+	Expired          uint64  `json:"expired"`          // Stats.Expired
+	DialFailures     uint64  `json:"dialFailures"`     // Stats.DialFailures
+	RouteFailures    uint64  `json:"routeFailures"`    // Stats.RouteFailures
+	OldestLease      float64 `json:"oldestLease"`      // Stats.OldestLease
 }
 
-// StatusRoute is one route of the status page.
+// StatusRoute is one route of the status page: a RouteStats, field for field
+// (durations in seconds), and its reuse ratio.
 type StatusRoute struct {
-	Route        string            `json:"route"`
-	Open         int               `json:"open"`
-	Leased       int               `json:"leased"`
-	Idle         int               `json:"idle"`
-	Dialing      int               `json:"dialing"`
-	Pending      int               `json:"pending"`
-	Max          int               `json:"max"`
-	Opened       uint64            `json:"opened"`
-	Closed       uint64            `json:"closed"`
-	Leases       uint64            `json:"leases"`
-	Reuses       uint64            `json:"reuses"`
-	ReuseRatio   float64           `json:"reuseRatio"`
-	ClosedBy     map[string]uint64 `json:"closedBy"`
-	RecentCloses []StatusClose     `json:"recentCloses"`
-	RecentWaits  []StatusWait      `json:"recentWaits"`
+	Route         string            `json:"route"`         // RouteStats.Route
+	Open          int               `json:"open"`          // RouteStats.Open
+	Leased        int               `json:"leased"`        // RouteStats.Leased
+	Idle          int               `json:"idle"`          // RouteStats.Idle
+	Dialing       int               `json:"dialing"`       // RouteStats.Dialing
+	Pending       int               `json:"pending"`       // RouteStats.Pending
+	Max           int               `json:"max"`           // RouteStats.Max
+	Opened        uint64            `json:"opened"`        // RouteStats.Opened
+	Closed        uint64            `json:"closed"`        // RouteStats.Closed
+	Leases        uint64            `json:"leases"`        // RouteStats.Leases
+	Reuses        uint64            `json:"reuses"`        // RouteStats.Reuses
+	DialFailures  uint64            `json:"dialFailures"`  // RouteStats.DialFailures
+	LeaseTimeouts uint64            `json:"leaseTimeouts"` // RouteStats.LeaseTimeouts
+	OldestLease   float64           `json:"oldestLease"`   // RouteStats.OldestLease
+	ReuseRatio    float64           `json:"reuseRatio"`    // Reuses / Leases
+	ClosedBy      map[string]uint64 `json:"closedBy"`      // RouteStats.ClosedBy
+	RecentCloses  []StatusClose     `json:"recentCloses"`  // RouteStats.RecentCloses
+	RecentWaits   []StatusWait      `json:"recentWaits"`   // RouteStats.RecentWaits
 }
 
 // StatusClose is a recent connection close (Age in seconds).
 type StatusClose struct {
-	At     time.Time `json:"at"`
-	Reason string    `json:"reason"`
-	Age    float64   `json:"age"`
-	Served int       `json:"served"`
+	At     time.Time `json:"at"`     // when it closed
+	Reason string    `json:"reason"` // why: lru_eviction, idle_expiry, not_reusable, ...
+	Age    float64   `json:"age"`    // seconds since it was opened
+	Served int       `json:"served"` // requests it carried
 }
 
 // StatusWait is a recent lease that waited (Waited in seconds).
 type StatusWait struct {
-	At       time.Time `json:"at"`
-	Waited   float64   `json:"waited"`
-	QueuePos int       `json:"queuePos"`
+	At       time.Time `json:"at"`       // when the lease was granted
+	Waited   float64   `json:"waited"`   // seconds it waited
+	QueuePos int       `json:"queuePos"` // its position in the queue on arrival (1 = first)
 }
 
 // Status returns what the status page shows: the limits and a Stats snapshot.
@@ -131,14 +141,17 @@ func (c *Client) Status() Status {
 			MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
 		},
 		Totals: StatusTotals{Open: st.Open, Leased: st.Leased, Idle: st.Idle, Pending: st.Pending,
+			MaxConnsTotal: st.MaxConnsTotal, Connections: st.Connections,
 			InFlight: st.InFlight, PendingAdmission: st.PendingAdmission, PendingPermits: st.PendingPermits,
-			Evictions: st.Evictions, Expired: st.Expired},
+			Evictions: st.Evictions, Expired: st.Expired, DialFailures: st.DialFailures,
+			RouteFailures: st.RouteFailures, OldestLease: st.OldestLease.Seconds()},
 		Routes: make([]StatusRoute, 0, len(st.Routes)),
 	}
 	for _, r := range st.Routes {
 		sr := StatusRoute{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Dialing: r.Dialing,
 			Pending: r.Pending, Max: r.Max, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
-			Reuses: r.Reuses, ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
+			Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts,
+			OldestLease: r.OldestLease.Seconds(), ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
 			RecentCloses: make([]StatusClose, 0, len(r.RecentCloses)),
 			RecentWaits:  make([]StatusWait, 0, len(r.RecentWaits))}
 		for _, e := range r.RecentCloses {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -76,5 +77,28 @@ func TestStatusPageIsSelfContained(t *testing.T) {
 	StatusHandler(c).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: status %d, want 405", rec.Code)
+	}
+}
+
+// The status JSON carries everything Stats has: every field of Stats and
+// RouteStats has its namesake in StatusTotals and StatusRoute, so a field
+// added to one and forgotten in the other fails here.
+func TestStatusCarriesEveryFieldOfStats(t *testing.T) {
+	for _, pair := range []struct {
+		stats, status reflect.Type
+		skip          string
+	}{
+		{reflect.TypeOf(Stats{}), reflect.TypeOf(StatusTotals{}), "Routes"},
+		{reflect.TypeOf(RouteStats{}), reflect.TypeOf(StatusRoute{}), ""},
+	} {
+		for i := 0; i < pair.stats.NumField(); i++ {
+			name := pair.stats.Field(i).Name
+			if name == pair.skip {
+				continue
+			}
+			if _, ok := pair.status.FieldByName(name); !ok {
+				t.Errorf("%s.%s has no namesake in %s", pair.stats.Name(), name, pair.status.Name())
+			}
+		}
 	}
 }
