@@ -46,7 +46,7 @@ func (c *Client) roundTrip(req *http.Request, retry func(error) bool) (*http.Res
 	// copy carrying the propagator's headers.
 	out, tel := c.tel.StartRequest(ctx, req, key.Scheme, key.Host, key.Port)
 	out, gz := c.withGzip(out)
-	lim := waitLimit{ctx: ctx, c: c, target: req.URL.Redacted(), timeout: c.cfg.LeaseTimeout}
+	lim := waitLimit{ctx: ctx, c: c, req: req, timeout: c.cfg.LeaseTimeout}
 	defer lim.stop()
 	if err := c.admit(&lim); err != nil {
 		closeBody(req)
@@ -172,7 +172,7 @@ func (x *exchange) lease(l *waitLimit, key route.Key, fresh bool) error {
 			return ErrClosed
 		}
 		c.routes.CompareAndDelete(key, h)
-		return notSent(fmt.Errorf("connactor: %w: %s, while waiting for a connection for %s", actors.ErrRouteFailed, key, l.target))
+		return notSent(fmt.Errorf("connactor: %w: %s, while waiting for a connection for %s", actors.ErrRouteFailed, key, l.target()))
 	case why != served:
 		// The route drops the waiter, and takes back a lease that crossed the
 		// cancel (Ticket.Returned).

@@ -29,7 +29,7 @@ func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, err
 	h, err, why := await(l, t, gone)
 	switch {
 	case why == byServerGone:
-		return nil, notSent(fmt.Errorf("connactor: %w while starting the route of %s", actors.ErrSupervisorFailed, l.target))
+		return nil, notSent(fmt.Errorf("connactor: %w while starting the route of %s", actors.ErrSupervisorFailed, l.target()))
 	case why != served:
 		return nil, l.waitErr(why, "its route")
 	case err != nil:

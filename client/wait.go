@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/connactor/connactor/internal/wait"
@@ -15,7 +16,7 @@ import (
 type waitLimit struct {
 	ctx     context.Context
 	c       *Client
-	target  string // the request's URL, redacted, for error messages
+	req     *http.Request // named (its URL, redacted) by error messages
 	timeout time.Duration
 	timer   *time.Timer
 	started time.Time
@@ -37,6 +38,9 @@ func (l *waitLimit) stop() {
 		l.timer.Stop()
 	}
 }
+
+// target is the request's URL, redacted, for error messages.
+func (l *waitLimit) target() string { return l.req.URL.Redacted() }
 
 // gaveUp says why a wait ended without its ticket being served.
 type gaveUp uint8
@@ -85,13 +89,14 @@ func await[T any](l *waitLimit, t *wait.Ticket[T], gone <-chan struct{}) (T, err
 // or ErrLeaseTimeout.
 func (l *waitLimit) waitErr(why gaveUp, what string) error {
 	waited := time.Since(l.started).Round(time.Millisecond)
+	target := l.target()
 	switch why {
 	case byClose:
 		return ErrClosed
 	case byTimeout:
-		return notSent(fmt.Errorf("%w: waited %v for %s for %s", ErrLeaseTimeout, waited, what, l.target))
+		return notSent(fmt.Errorf("%w: waited %v for %s for %s", ErrLeaseTimeout, waited, what, target))
 	case byContext:
-		return notSent(fmt.Errorf("connactor: gave up after %v waiting for %s for %s: %w", waited, what, l.target, l.ctx.Err()))
+		return notSent(fmt.Errorf("connactor: gave up after %v waiting for %s for %s: %w", waited, what, target, l.ctx.Err()))
 	}
 	panic("client: internal error: no error for a served wait")
 }
