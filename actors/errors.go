@@ -19,3 +19,11 @@ var ErrClosing = errors.New("actors: supervisor closing")
 // before answering it (its Incarnation ended). Nothing was sent; the next
 // request reaches the restarted supervisor.
 var ErrSupervisorFailed = errors.New("actors: supervisor failed")
+
+// ErrQueueFull rejects a LeaseRequest when MaxPendingPerRoute callers already
+// wait on the route. Nothing was sent.
+var ErrQueueFull = errors.New("actors: route's wait queue is full")
+
+// ErrRouteUnavailable rejects a LeaseRequest while the route fails fast: its
+// dials kept failing, and its cool-down has not passed. Nothing was sent.
+var ErrRouteUnavailable = errors.New("actors: route unavailable: dials keep failing")

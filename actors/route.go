@@ -16,19 +16,26 @@ import (
 
 // RouteConfig is shared, read-only, by every route actor of a client.
 type RouteConfig struct {
-	MaxConnsPerRoute int
-	MaxIdleTime      time.Duration
-	MaxLifetime      time.Duration
-	Conn             *conn.Options
-	Life             context.Context // ends when the client closes; bounds dials
-	Logger           *slog.Logger
-	Now              func() time.Time // the clock (tests may fake it)
+	MaxConnsPerRoute   int
+	MaxPendingPerRoute int // callers waiting; one more is refused with ErrQueueFull (0 = unbounded)
+	MaxDialsPerRoute   int // dials in flight (0 = MaxConnsPerRoute)
+	MaxRequestsPerConn int // a connection is retired after this many requests (0 = no limit)
+	MaxIdleTime        time.Duration
+	MaxLifetime        time.Duration // each connection gets a lifetime in [90%, 100%] of it
+	FailFast           FailFast
+	// Rand draws uniformly from [0, 1) (jitter of lifetimes and cool-downs);
+	// nil = math/rand/v2.
+	Conn   *conn.Options
+	Life   context.Context // ends when the client closes; bounds dials
+	Logger *slog.Logger
+	Now    func() time.Time // the clock (tests may fake it)
 	// Tel receives connection and lease telemetry (nil = none).
 	Tel *telemetry.Telemetry
 	// Supervision governs the route's connection actors (see supervision.go).
 	Supervision Supervision
 	// Fault is the fault-injection hook of tests (nil in production).
 	Fault FaultHook
+	Rand  func() float64
 }
 
 // RoutePublished is what a route actor publishes for readers outside it,
@@ -47,6 +54,11 @@ type RoutePublished struct {
 	// idle (unix nanos; 0 = none). Read by the supervisor to choose which
 	// route gives up an idle connection under MaxConnsTotal.
 	LRUIdleSince atomic.Int64
+	// FailFast is true while the route fails calls fast. Read by the pool gauges.
+	FailFast atomic.Bool
+	// LearnedIdle is the server's learned idle timeout (ns; 0 = none). Read
+	// by the pool gauges.
+	LearnedIdle atomic.Int64
 }
 
 type connPhase uint8
@@ -65,8 +77,10 @@ type connState struct {
 	phase     connPhase
 	created   time.Time
 	idleSince time.Time
-	idleUntil time.Time // server's Keep-Alive cap; zero = none
-	leasedAt  time.Time // when the current lease was granted (Stats: oldest unreleased lease)
+	idleUntil time.Time     // server's Keep-Alive cap; zero = none
+	leasedAt  time.Time     // when the current lease was granted (Stats: oldest unreleased lease)
+	lastIdle  time.Duration // how long it was idle before the current lease
+	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
 	served    int
 	idleIdx   int        // position in route.idle while idle
 	dial      DialTiming // reported with the first lease only
@@ -97,8 +111,12 @@ type Route struct {
 	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
 	dialsFailing            bool // the last dial failed; logged once per change
 
+	breaker breaker
+	learner idleLearner
+
 	opened, closedN, leases, reuses uint64
 	dialFailures, leaseTimeouts     uint64
+	queueFull                       uint64 // callers refused with ErrQueueFull
 	closedBy                        map[string]uint64
 
 	tel          *telemetry.Route
@@ -122,8 +140,8 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished
 	return func() actor.Actor {
 		return &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
-			closedBy: map[string]uint64{},
-			tel:      cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
+			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
+			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
 	}
 }
 
@@ -200,6 +218,19 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 			return
 		}
 	}
+	// A caller that would wait for a dial fails at once while dials keep
+	// failing (connections the route still has serve as usual).
+	if !r.breaker.allow(r.cfg.Now()) {
+		r.tel.LeaseRejected("route_unavailable")
+		m.Ticket.Reject(ErrRouteUnavailable)
+		return
+	}
+	if max := r.cfg.MaxPendingPerRoute; max > 0 && r.waiters.Len() >= max {
+		r.queueFull++
+		r.tel.LeaseRejected("queue_full")
+		m.Ticket.Reject(ErrQueueFull)
+		return
+	}
 	r.waiters.Push(m.Ticket.ID, waiter{req: m, queuedAt: queuedAt{at: r.cfg.Now(), pos: r.waiters.Len() + 1}})
 	if m.Fresh {
 		r.freshWaiters++
@@ -262,13 +293,18 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	}
 	cs.served++
 	now := r.cfg.Now()
+	if m.Stale {
+		r.learner.serverClosed(cs.lastIdle, now) // the server closed it within that idle time
+	}
 	switch {
 	case !m.Reusable:
 		r.closeConn(ctx, cs, ReasonNotReusable)
 	case r.closed:
 		r.closeConn(ctx, cs, ReasonClientClosed)
-	case r.cfg.MaxLifetime > 0 && now.Sub(cs.created) >= r.cfg.MaxLifetime:
-		r.closeConn(ctx, cs, ReasonLifetime)
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
+		r.closeConn(ctx, cs, ReasonLifetime) // retired as it becomes idle, never mid-request
+	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
+		r.closeConn(ctx, cs, ReasonMaxRequests)
 	default:
 		cs.idleUntil = time.Time{}
 		if m.Idle > 0 {
@@ -331,6 +367,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	cs.phase = phaseLeased
 	cs.idleSince = time.Time{}
 	cs.leasedAt = now
+	cs.lastIdle = idleFor
 	r.leases++
 	if cs.served > 0 {
 		r.reuses++

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net/http/httptrace"
 	"time"
 
@@ -17,10 +19,18 @@ func (r *Route) wantConns(ctx actor.Context) {
 	if r.closed {
 		return
 	}
+	maxDials := r.cfg.MaxDialsPerRoute
+	if maxDials <= 0 {
+		maxDials = r.cfg.MaxConnsPerRoute
+	}
+	maxDials = r.breaker.maxDials(maxDials)
 	for {
 		need := r.waiters.Len() - r.dialing - r.permitsPending
 		if need <= 0 {
 			return
+		}
+		if r.dialing+r.permitsPending >= maxDials {
+			return // waiters beyond it wait for a dial or a release
 		}
 		if len(r.conns)+r.permitsPending >= r.cfg.MaxConnsPerRoute {
 			if r.freshWaiters > 0 && len(r.idle) > 0 {
@@ -45,7 +55,8 @@ func (r *Route) onPermit(ctx actor.Context) {
 	r.nextID++
 	id := r.nextID
 	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1}
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1,
+		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand())}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
 	r.dialing++
@@ -57,29 +68,11 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		return
 	}
 	if m.Err != nil {
-		r.dialFailures++
-		if !r.dialsFailing {
-			r.dialsFailing = true
-			r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
-		}
-		r.tel.DialFailed(r.name, m.Err, m.Took)
-		r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
-		// The oldest waiter still waiting learns why; the others get dials of
-		// their own (wantConns after this message).
-		for {
-			_, w, ok := r.waiters.Pop()
-			if !ok {
-				break
-			}
-			r.dequeued(w)
-			if w.req.Ticket.Reject(m.Err) {
-				break
-			}
-		}
+		r.dialFailed(ctx, cs, m)
 		return
 	}
 	r.dialing--
-	if r.dialsFailing {
+	if r.breaker.dialSucceeded() || r.dialsFailing {
 		r.dialsFailing = false
 		r.cfg.Logger.Info("connactor: dials to route succeed again", "route", r.name)
 	}
@@ -91,12 +84,58 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	r.available(ctx, cs, r.cfg.Now())
 }
 
+// dialFailed closes a failed dial. The oldest waiter still waiting learns
+// why; the others get dials of their own (wantConns after this message),
+// unless the failures open the fail-fast breaker, which fails them all.
+func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
+	r.dialFailures++
+	if !r.dialsFailing {
+		r.dialsFailing = true
+		r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
+	}
+	r.tel.DialFailed(r.name, m.Err, m.Took)
+	r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
+	now := r.cfg.Now()
+	if r.breaker.dialFailed(now, r.rand()) {
+		r.cfg.Logger.Warn("connactor: route fails fast: its dials keep failing", "route", r.name,
+			"consecutive_failures", r.breaker.failures, "until", r.breaker.until.Sub(now).Round(time.Millisecond), "err", m.Err)
+		for {
+			_, w, ok := r.waiters.Pop()
+			if !ok {
+				return
+			}
+			r.dequeued(w)
+			w.req.Ticket.Reject(fmt.Errorf("%w (last: %w)", ErrRouteUnavailable, m.Err))
+		}
+	}
+	for {
+		_, w, ok := r.waiters.Pop()
+		if !ok {
+			break
+		}
+		r.dequeued(w)
+		if w.req.Ticket.Reject(m.Err) {
+			break
+		}
+	}
+}
+
 func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	cs := r.conns[m.ID]
 	if cs == nil || cs.phase != phaseIdle {
 		return // leased meanwhile: the exchange finds out and fails as stale
 	}
+	now := r.cfg.Now()
+	r.learner.serverClosed(now.Sub(cs.idleSince), now)
 	r.closeConn(ctx, cs, ReasonServerClosed)
+}
+
+// rand draws uniformly from [0, 1).
+func (r *Route) rand() float64 {
+	if r.cfg.Rand != nil {
+		return r.cfg.Rand()
+	}
+	return rand.Float64()
 }
 
 // onEvictIdle closes the least recently used idle connection, if any, and
@@ -164,13 +203,17 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 }
 
 func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
+	idle := now.Sub(cs.idleSince)
 	switch {
-	case r.cfg.MaxLifetime > 0 && now.Sub(cs.created) >= r.cfg.MaxLifetime:
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
 		return ReasonLifetime, true
 	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
 		return ReasonKeepAlive, true
-	case r.cfg.MaxIdleTime > 0 && now.Sub(cs.idleSince) >= r.cfg.MaxIdleTime:
+	case r.cfg.MaxIdleTime > 0 && idle >= r.cfg.MaxIdleTime:
 		return ReasonIdleExpired, true
+	}
+	if d := r.learner.retireAfter(now); d > 0 && idle >= d {
+		return ReasonLearnedIdle, true
 	}
 	return "", false
 }

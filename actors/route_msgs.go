@@ -60,11 +60,14 @@ type DialTiming struct {
 // Released is sent by a lease holder to the route when its exchange is over
 // (body read to EOF or closed, or the exchange failed). No reply. Reusable says
 // whether the connection may serve another request; Idle caps how long it may
-// stay idle (the server's Keep-Alive timeout, 0 = not announced). Each lease
-// sends its own Released, never changed after it is sent.
+// stay idle (the server's Keep-Alive timeout, 0 = not announced); Stale says
+// the connection turned out to be closed by the server when it was leased
+// (the route learns the server's idle timeout from it). Each lease sends its
+// own Released, never changed after it is sent.
 type Released struct {
 	ConnID   uint64
 	Reusable bool
+	Stale    bool
 	Idle     time.Duration
 }
 
@@ -117,6 +120,11 @@ type RouteStatsResponse struct {
 	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
 	DialFailures                uint64 // dials that failed
 	LeaseTimeouts               uint64 // callers that gave up after LeaseTimeout
+	QueueFull                   uint64 // callers refused because MaxPendingPerRoute were waiting
+	FailFast                    string // the fail-fast breaker: "closed", "open", "half_open"
+	FailFastUntil               time.Time
+	FailedFast                  uint64        // callers failed fast while the breaker was open
+	LearnedIdle                 time.Duration // the server's idle timeout as learned (0 = none)
 	ClosedBy                    map[string]uint64
 	RecentCloses                []ClosedConn  // newest first, at most 16
 	RecentWaits                 []Wait        // leases that queued, newest first, at most 16

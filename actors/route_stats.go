@@ -13,6 +13,8 @@ func (r *Route) publish() {
 	} else {
 		p.LRUIdleSince.Store(0)
 	}
+	p.FailFast.Store(r.breaker.state == breakerOpen)
+	p.LearnedIdle.Store(int64(r.learner.closedAt))
 }
 
 func (r *Route) stats() RouteStatsResponse {
@@ -32,12 +34,18 @@ func (r *Route) stats() RouteStatsResponse {
 	if !oldest.IsZero() {
 		oldestAge = r.cfg.Now().Sub(oldest)
 	}
-	return RouteStatsResponse{
+	var failUntil time.Time
+	if r.breaker.state == breakerOpen {
+		failUntil = r.breaker.until
+	}
+	return RouteStatsResponse{FailFastUntil: failUntil,
 		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
 		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
 		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
-		ClosedBy: by, OldestLease: oldestAge,
+		QueueFull: r.queueFull, FailFast: r.breaker.state.String(), FailedFast: r.breaker.rejected,
+		LearnedIdle: r.learner.learned(r.cfg.Now()),
+		ClosedBy:    by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}
 }

@@ -13,9 +13,13 @@ import (
 
 // SupervisorConfig is the supervisor's read-only configuration.
 type SupervisorConfig struct {
-	Route          *RouteConfig
-	MaxConnsTotal  int
-	ExpiryInterval time.Duration // how often idle connections are checked
+	Route         *RouteConfig
+	MaxConnsTotal int
+	// MaxConnsPerHost caps the connections to one host:port across all its
+	// routes (proxies, identities); 0 = no cap. Permits are still granted in
+	// arrival order among the routes of a host.
+	MaxConnsPerHost int
+	ExpiryInterval  time.Duration // how often idle connections are checked
 	// Go starts a goroutine owned by the client (it waits for them on Close).
 	Go     func(func())
 	Logger *slog.Logger
@@ -44,6 +48,7 @@ const RouteInlineBudget = 16
 
 type routeEntry struct {
 	h    *RouteHandle
+	host string        // the target's host:port (MaxConnsPerHost)
 	done chan struct{} // h.Done, closed once the route actor has stopped
 	held int           // permits granted and not yet given back (open or dialing connections)
 	room bool          // told RoomWanted{true}
@@ -59,14 +64,15 @@ type Supervisor struct {
 	self *actor.PID
 	inc  *Incarnation
 
-	routes  map[route.Key]*routeEntry
-	byID    map[string]*routeEntry
-	total   int
-	permits WaitQueue[*actor.PID] // routes waiting for room, FIFO
-	permitN uint64
-	evict   bool // an EvictIdleRequest is in flight
-	room    bool // RoomWanted{true} is out
-	closing bool
+	routes   map[route.Key]*routeEntry
+	byID     map[string]*routeEntry
+	total    int
+	hostHeld map[string]int        // permits held per host (MaxConnsPerHost)
+	permits  WaitQueue[*actor.PID] // routes waiting for room, FIFO
+	permitN  uint64
+	evict    bool // an EvictIdleRequest is in flight
+	roomN    int  // routes told RoomWanted{true}
+	closing  bool
 
 	stopTicker chan struct{}
 
@@ -76,7 +82,8 @@ type Supervisor struct {
 // NewSupervisor returns the supervisor's producer.
 func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
 	return func() actor.Actor {
-		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{}}
+		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{},
+			hostHeld: map[string]int{}}
 	}
 }
 
@@ -184,7 +191,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
 	pid := ctx.Spawn(props)
 	done := make(chan struct{})
-	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Done: done}, done: done}
+	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Done: done}, host: m.Key.Addr(), done: done}
 	s.routes[m.Key] = e
 	s.byID[pid.Id] = e
 	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
@@ -198,64 +205,95 @@ func (s *Supervisor) onPermitRequest(m *PermitRequest) {
 	s.permits.Push(s.permitN, m.From)
 }
 
-// grantPermits grants queued permits while the total allows. When it does not,
-// it asks the route with the least recently used idle connection to close it,
-// or, with no idle connection anywhere, asks every route holding connections to
-// close the next one it frees (RoomWanted). Runs after every message that may
-// free a place or queue a permit.
+// grantPermits grants queued permits in arrival order while MaxConnsTotal
+// and MaxConnsPerHost allow: a waiter whose host is at its cap lets waiters of
+// other hosts behind it pass, and is served first among its host's. When
+// nothing more can be granted, it makes room: it asks the route with the
+// least recently used idle connection (of the oldest waiter's host, when the
+// host cap blocks) to close it, or, with no such idle connection, asks the
+// routes holding connections (of that host) to close the next one they free
+// (RoomWanted). Runs after every message that may free a place or queue a
+// permit.
 func (s *Supervisor) grantPermits(ctx actor.Context) {
 	for s.permits.Len() > 0 {
 		if s.total >= s.cfg.MaxConnsTotal {
-			if s.evict {
-				return
-			}
-			if e := s.lruIdleRoute(); e != nil {
-				s.evict = true
-				ctx.Send(e.h.PID, &EvictIdleRequest{})
-				return
-			}
-			s.wantRoom(ctx, true)
+			s.makeRoom(ctx, "")
 			return
 		}
-		_, pid, _ := s.permits.Pop()
+		_, pid, ok := s.permits.TakeFirst(s.hostHasRoom)
+		if !ok {
+			_, oldest, _ := s.permits.Peek()
+			s.makeRoom(ctx, s.byID[oldest.Id].host)
+			return
+		}
 		e := s.byID[pid.Id]
 		if e == nil {
-			continue
+			continue // stopped while it waited
 		}
 		e.held++
 		s.total++
+		s.hostHeld[e.host]++
 		ctx.Send(pid, &PermitResponse{})
-		if s.room && !e.room && s.permits.Len() > 0 {
-			e.room = true // it holds a connection now: it may free one
-			ctx.Send(pid, &RoomWanted{Wanted: true})
-		}
 	}
-	s.wantRoom(ctx, false)
+	s.wantRoom(ctx, false, "")
 }
 
-// wantRoom tells the routes holding connections that room is wanted, or no
-// longer: one message per route per change, only while MaxConnsTotal is
-// reached with nothing idle.
-func (s *Supervisor) wantRoom(ctx actor.Context, want bool) {
-	if s.room == want {
+// hostHasRoom reports whether the route of a queued permit may get one under
+// MaxConnsPerHost (a stopped route's permit is taken and dropped).
+func (s *Supervisor) hostHasRoom(pid *actor.PID) bool {
+	e := s.byID[pid.Id]
+	return e == nil || s.cfg.MaxConnsPerHost <= 0 || s.hostHeld[e.host] < s.cfg.MaxConnsPerHost
+}
+
+// makeRoom frees a place for the oldest waiter: any place when the total is
+// reached (host ""), a place of host otherwise.
+func (s *Supervisor) makeRoom(ctx actor.Context, host string) {
+	if s.evict {
 		return
 	}
-	s.room = want
+	if e := s.lruIdleRoute(host); e != nil {
+		s.evict = true
+		ctx.Send(e.h.PID, &EvictIdleRequest{})
+		return
+	}
+	s.wantRoom(ctx, true, host)
+}
+
+// wantRoom tells routes that room is wanted (of host, or of any host when it
+// is ""), or no longer: the routes holding connections that can free the
+// place are told, the others told it is no longer wanted; one message per
+// route per change. It costs a pass over the routes only while room is
+// wanted or was.
+func (s *Supervisor) wantRoom(ctx actor.Context, want bool, host string) {
+	if !want && s.roomN == 0 {
+		return
+	}
 	for _, e := range s.byID {
-		if want && e.held > 0 && !e.room || !want && e.room {
-			e.room = want
-			ctx.Send(e.h.PID, &RoomWanted{Wanted: want})
+		w := want && e.held > 0 && (host == "" || e.host == host)
+		if w == e.room {
+			continue
 		}
+		e.room = w
+		if w {
+			s.roomN++
+		} else {
+			s.roomN--
+		}
+		ctx.Send(e.h.PID, &RoomWanted{Wanted: w})
 	}
 }
 
-// lruIdleRoute finds the route whose oldest idle connection is the least
-// recently used of all, from the routes' published LRUIdleSince. It costs one
-// atomic load per route and runs only when the total limit is reached.
-func (s *Supervisor) lruIdleRoute() *routeEntry {
+// lruIdleRoute finds the route (of host, or of any host when it is "") whose
+// oldest idle connection is the least recently used of all, from the routes'
+// published LRUIdleSince. It costs one atomic load per route and runs only
+// when a limit is reached.
+func (s *Supervisor) lruIdleRoute(host string) *routeEntry {
 	var best *routeEntry
 	var bestSince int64
 	for _, e := range s.byID {
+		if host != "" && e.host != host {
+			continue
+		}
 		since := e.h.Pub.LRUIdleSince.Load()
 		if since != 0 && (best == nil || since < bestSince) {
 			best, bestSince = e, since
@@ -283,8 +321,12 @@ func (s *Supervisor) freePlace(from *actor.PID) {
 	}
 	e.held--
 	s.total--
-	if e.held < 0 || s.total < 0 {
+	s.hostHeld[e.host]--
+	if e.held < 0 || s.total < 0 || s.hostHeld[e.host] < 0 {
 		panic("actors: internal error: connection place freed twice")
+	}
+	if s.hostHeld[e.host] == 0 {
+		delete(s.hostHeld, e.host)
 	}
 }
 
@@ -304,7 +346,13 @@ func (s *Supervisor) onTerminated(m *actor.Terminated) {
 	if !s.closing {
 		s.restarts++ // a route stops on its own only when it failed
 	}
+	if e.room {
+		s.roomN--
+	}
 	s.total -= e.held
+	if s.hostHeld[e.host] -= e.held; s.hostHeld[e.host] <= 0 {
+		delete(s.hostHeld, e.host)
+	}
 	e.held = 0
 }
 

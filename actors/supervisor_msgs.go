@@ -84,5 +84,7 @@ const (
 	ReasonError        CloseReason = "error"
 	ReasonDialFailed   CloseReason = "dial_error"
 	ReasonClientClosed CloseReason = "client_close"
-	ReasonCloseIdle    CloseReason = "close_idle" // Client.CloseIdleConnections
+	ReasonCloseIdle    CloseReason = "close_idle"   // Client.CloseIdleConnections
+	ReasonMaxRequests  CloseReason = "max_requests" // MaxRequestsPerConn served
+	ReasonLearnedIdle  CloseReason = "learned_idle" // idle close to the server's learned timeout
 )

@@ -34,6 +34,7 @@ type Client struct {
 	bridge    *actor.PID // the actor that serves callers that are actors (bridge.go)
 	inc       atomic.Pointer[actors.Incarnation]
 	admission *wait.Semaphore // MaxConcurrentRequests
+	budget    *retryBudget    // Config.RetryBudget
 	routeOpt  route.Options
 	connOpt   conn.Options
 	tel       *telemetry.Telemetry // spans, metrics and logs (see telemetry.go)
@@ -59,7 +60,8 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{userCfg: userCfg, cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests)}
+	c := &Client{userCfg: userCfg, cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests),
+		budget: newRetryBudget(cfg.RetryBudget)}
 	c.life, c.cancelLife = context.WithCancel(context.Background())
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
@@ -102,22 +104,28 @@ func New(cfg Config) (*Client, error) {
 	supervision := actors.NewSupervision(cfg.Logger)
 	supCfg := &actors.SupervisorConfig{
 		Route: &actors.RouteConfig{
-			MaxConnsPerRoute: cfg.MaxConnsPerRoute,
-			MaxIdleTime:      cfg.MaxIdleTime,
-			MaxLifetime:      cfg.MaxLifetime,
-			Conn:             &c.connOpt,
-			Life:             c.life,
-			Logger:           cfg.Logger,
-			Now:              time.Now,
-			Tel:              c.tel,
-			Supervision:      supervision,
-			Fault:            cfg.fault,
+			MaxConnsPerRoute:   cfg.MaxConnsPerRoute,
+			MaxPendingPerRoute: cfg.MaxPendingPerRoute,
+			MaxDialsPerRoute:   cfg.MaxDialsPerRoute,
+			MaxRequestsPerConn: cfg.MaxRequestsPerConn,
+			FailFast: actors.FailFast{Threshold: cfg.FailFastAfter, Cooldown: cfg.FailFastCooldown,
+				MaxCooldown: cfg.FailFastMaxCooldown},
+			MaxIdleTime: cfg.MaxIdleTime,
+			MaxLifetime: cfg.MaxLifetime,
+			Conn:        &c.connOpt,
+			Life:        c.life,
+			Logger:      cfg.Logger,
+			Now:         time.Now,
+			Tel:         c.tel,
+			Supervision: supervision,
+			Fault:       cfg.fault,
 		},
-		MaxConnsTotal:  cfg.MaxConnsTotal,
-		ExpiryInterval: cfg.expiryInterval(),
-		Go:             c.wg.Go,
-		Logger:         cfg.Logger,
-		Incarnation:    &c.inc,
+		MaxConnsTotal:   cfg.MaxConnsTotal,
+		MaxConnsPerHost: cfg.MaxConnsPerHost,
+		ExpiryInterval:  cfg.expiryInterval(),
+		Go:              c.wg.Go,
+		Logger:          cfg.Logger,
+		Incarnation:     &c.inc,
 	}
 	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg),
 		actor.WithSupervisor(supervision.Route), actor.WithGuardian(actors.SupervisorStrategy))

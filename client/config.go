@@ -30,7 +30,32 @@ type Config struct {
 
 	// Lifetimes
 	MaxIdleTime time.Duration // an idle connection is closed after this (default 90s)
-	MaxLifetime time.Duration // a connection is not re-used after this age (default 0 = no limit)
+	// MaxLifetime: a connection is not re-used after this age (default 0 = no
+	// limit). Each connection draws its own lifetime from [90%, 100%] of it,
+	// so that connections opened together are not retired together; one past
+	// its lifetime is retired when it next becomes idle, never mid-request.
+	MaxLifetime time.Duration
+
+	// Pool policies (see the README's "Policies"). Zero means the default.
+	MaxPendingPerRoute int // callers waiting per route; one more fails at once with ErrQueueFull (0 = unbounded)
+	MaxDialsPerRoute   int // dials in flight per route (0 = MaxConnsPerRoute)
+	MaxRequestsPerConn int // a connection is retired after serving this many requests (0 = no limit)
+	// MaxConnsPerHost caps open connections to one host:port across all its
+	// routes (proxies and identities); 0 = no cap. Routes of a host are served
+	// in arrival order.
+	MaxConnsPerHost int
+	// FailFastAfter is how many consecutive failed dials make a route fail
+	// calls at once with ErrRouteUnavailable (default 5; negative = never).
+	// The route then fails fast for FailFastCooldown (default 1s), lets one
+	// probe dial out, and fails fast again for twice as long each time the
+	// probe fails, up to FailFastMaxCooldown (default 30s), with ±20% jitter.
+	// Connections the route still has keep serving.
+	FailFastAfter       int
+	FailFastCooldown    time.Duration
+	FailFastMaxCooldown time.Duration
+	// RetryBudget bounds the replays of requests that failed on a stale
+	// re-used connection (see RetryBudget; the zero value is the default).
+	RetryBudget RetryBudget
 
 	// Dialing. TLSConfig serves targets and https:// proxies alike (RootCAs,
 	// client certificates, ServerName, MinVersion); ALPN offers http/1.1 only,
@@ -90,6 +115,9 @@ const (
 	DefaultTLSHandshakeTimeout    = 10 * time.Second
 	DefaultExpectContinueTimeout  = time.Second
 	DefaultMaxResponseHeaderBytes = 10 << 20
+	DefaultFailFastAfter          = 5
+	DefaultFailFastCooldown       = time.Second
+	DefaultFailFastMaxCooldown    = 30 * time.Second
 )
 
 // withDefaults validates cfg and fills its defaults.
@@ -113,6 +141,14 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"ExpectContinueTimeout", int64(cfg.ExpectContinueTimeout)},
 		{"MaxResponseHeaderBytes", cfg.MaxResponseHeaderBytes},
 		{"HandlerWorkers", int64(cfg.HandlerWorkers)},
+		{"MaxPendingPerRoute", int64(cfg.MaxPendingPerRoute)},
+		{"MaxDialsPerRoute", int64(cfg.MaxDialsPerRoute)},
+		{"MaxRequestsPerConn", int64(cfg.MaxRequestsPerConn)},
+		{"MaxConnsPerHost", int64(cfg.MaxConnsPerHost)},
+		{"FailFastCooldown", int64(cfg.FailFastCooldown)},
+		{"FailFastMaxCooldown", int64(cfg.FailFastMaxCooldown)},
+		{"RetryBudget.Window", int64(cfg.RetryBudget.Window)},
+		{"RetryBudget.MinPerSecond", int64(cfg.RetryBudget.MinPerSecond)},
 	} {
 		if f.v < 0 {
 			return bad("%s is negative (%d)", f.name, f.v)
@@ -138,6 +174,16 @@ func (cfg Config) withDefaults() (Config, error) {
 	defD(&cfg.ExpectContinueTimeout, DefaultExpectContinueTimeout)
 	if cfg.MaxResponseHeaderBytes == 0 {
 		cfg.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
+	}
+	def(&cfg.MaxDialsPerRoute, cfg.MaxConnsPerRoute)
+	def(&cfg.FailFastAfter, DefaultFailFastAfter)
+	defD(&cfg.FailFastCooldown, DefaultFailFastCooldown)
+	defD(&cfg.FailFastMaxCooldown, DefaultFailFastMaxCooldown)
+	if cfg.FailFastMaxCooldown < cfg.FailFastCooldown {
+		return bad("FailFastMaxCooldown (%v) is below FailFastCooldown (%v)", cfg.FailFastMaxCooldown, cfg.FailFastCooldown)
+	}
+	if err := cfg.RetryBudget.fill(); err != nil {
+		return bad("%v", err)
 	}
 	if cfg.MaxConnsPerRoute > cfg.MaxConnsTotal {
 		return bad("MaxConnsPerRoute (%d) exceeds MaxConnsTotal (%d)", cfg.MaxConnsPerRoute, cfg.MaxConnsTotal)

@@ -125,3 +125,29 @@ var ErrAborted = errors.New("connactor: handle aborted")
 // Handle.Await when the Handle's notification handler panicked: the panic is
 // contained, logged, and becomes a fatal problem for that Handle only.
 var ErrHandlerPanicked = errors.New("connactor: notification handler panicked")
+
+// ErrQueueFull is returned when MaxPendingPerRoute callers already wait on the
+// request's route: the request fails at once, without waiting. It is also
+// ErrNotSent (errors.Is(err, ErrNotSent) holds for it and for the errors that
+// wrap it): retry elsewhere, later, or shed the load. Other routes are not
+// affected.
+var ErrQueueFull error = &policyError{msg: "connactor: route's wait queue is full", kind: "queue_full"}
+
+// ErrRouteUnavailable is returned while the request's route fails fast: its
+// dials kept failing (Config.FailFastAfter), and the route refuses callers at
+// once until a probe dial succeeds after its cool-down. It is also ErrNotSent.
+// The last dial's error stays reachable with errors.As.
+var ErrRouteUnavailable error = &policyError{msg: "connactor: route unavailable: its dials keep failing", kind: "route_unavailable"}
+
+// policyError is a request refused by a pool policy, before anything was sent.
+type policyError struct{ msg, kind string }
+
+func (e *policyError) Error() string        { return e.msg }
+func (e *policyError) Is(target error) bool { return target == ErrNotSent }
+func (e *policyError) ErrorType() string    { return e.kind }
+
+// wrapped is err, with cause reachable too (errors.Is and errors.As see both).
+type wrapped struct{ err, cause error }
+
+func (w *wrapped) Error() string   { return w.err.Error() }
+func (w *wrapped) Unwrap() []error { return []error{w.err, w.cause} }

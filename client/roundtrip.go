@@ -42,6 +42,7 @@ func (c *Client) roundTrip(req *http.Request, retry func(error) bool) (*http.Res
 		return nil, err
 	}
 	ctx := req.Context()
+	c.budget.request()
 	// The span covers admission, the lease and the exchange; out is req, or a
 	// copy carrying the propagator's headers.
 	out, tel := c.tel.StartRequest(ctx, req, key.Scheme, key.Host, key.Port)
@@ -120,10 +121,14 @@ func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telem
 			return resp, nil
 		}
 		if attempt == 0 && x.got.Reused {
-			if next, ok := replayable(req, err); ok && (retry == nil || retry(err)) {
-				tel.Retry(err)
-				req, fresh = next, true
-				continue
+			if next, ok := replayable(req, err); ok {
+				if !c.budget.allow() {
+					tel.RetryRefused(err)
+				} else if retry == nil || retry(err) {
+					tel.Retry(err)
+					req, fresh = next, true
+					continue
+				}
 			}
 		}
 		closeBody(req)
@@ -178,6 +183,11 @@ func (x *exchange) lease(l *waitLimit, key route.Key, fresh bool) error {
 		// cancel (Ticket.Returned).
 		c.sys.Root.Send(h.PID, &actors.LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
 		return l.waitErr(why, "a connection")
+	case errors.Is(err, actors.ErrQueueFull):
+		return fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",
+			ErrQueueFull, c.cfg.MaxPendingPerRoute, key, l.target())
+	case errors.Is(err, actors.ErrRouteUnavailable):
+		return &wrapped{err: fmt.Errorf("%w: %s, for %s", ErrRouteUnavailable, key, l.target()), cause: err}
 	case err != nil:
 		return dialError(key, err)
 	}
@@ -210,7 +220,7 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if r.Err != nil {
-		x.release(false, 0)
+		x.release(false, errors.Is(r.Err, conn.ErrStaleConn), 0)
 		return nil, r.Err
 	}
 	return r.Resp, nil
@@ -222,13 +232,13 @@ func (x *exchange) done(reusable bool, idle time.Duration) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
-	x.release(reusable, idle)
+	x.release(reusable, false, idle)
 	x.c.admission.Release()
 	x.tel.ExchangeDone()
 }
 
 // release sends the lease's one Released.
-func (x *exchange) release(reusable bool, idle time.Duration) {
-	x.released = actors.Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle}
+func (x *exchange) release(reusable, stale bool, idle time.Duration) {
+	x.released = actors.Released{ConnID: x.got.ConnID, Reusable: reusable, Stale: stale, Idle: idle}
 	x.c.sys.Root.Send(x.route.PID, &x.released)
 }

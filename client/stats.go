@@ -31,6 +31,8 @@ type Stats struct {
 	Expired          uint64 // idle connections closed by idle, keep-alive or lifetime expiry
 	DialFailures     uint64 // dials that failed, all routes
 	RouteFailures    uint64 // route actors that failed (panicked) and were replaced
+	Retries          uint64 // replays on a new connection the retry budget allowed (0 when it is disabled)
+	RetriesRefused   uint64 // replays the retry budget refused
 	// OldestLease is the age of the oldest lease not yet released, across routes
 	// (0 = none). A response whose body is never read to its end nor closed holds
 	// its connection forever: it shows here, growing.
@@ -51,6 +53,11 @@ type RouteStats struct {
 	Leases, Reuses uint64            // leases granted, and of those on a re-used connection
 	DialFailures   uint64            // dials that failed
 	LeaseTimeouts  uint64            // callers that gave up after LeaseTimeout
+	QueueFull      uint64            // callers refused with ErrQueueFull (MaxPendingPerRoute)
+	FailFast       string            // "closed", "open" (calls fail with ErrRouteUnavailable) or "half_open" (a probe dial may go)
+	FailFastUntil  time.Time         // while open: when the next probe may go
+	FailedFast     uint64            // callers refused with ErrRouteUnavailable
+	LearnedIdle    time.Duration     // the idle timeout the route learned of its server (0 = none); idle connections are retired before it
 	ClosedBy       map[string]uint64 // Closed by reason (idle_expiry, lru_eviction, ...); sums to Closed
 	OldestLease    time.Duration     // age of this route's oldest unreleased lease (0 = none)
 
@@ -95,6 +102,7 @@ func (c *Client) Stats() Stats {
 	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
 		PendingPermits: sr.PermitWaiters, PendingAdmission: admitWaiting, InFlight: inFlight,
 		DialFailures: sr.DialFailures, RouteFailures: sr.Restarts}
+	st.Retries, st.RetriesRefused = c.budget.totals()
 	replies := make([]chan actors.RouteStatsResponse, len(sr.Routes))
 	for i, h := range sr.Routes {
 		replies[i] = make(chan actors.RouteStatsResponse, 1)
@@ -139,5 +147,7 @@ func routeStats(r actors.RouteStatsResponse) RouteStats {
 	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 		Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts, ClosedBy: r.ClosedBy,
+		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,
+		LearnedIdle:  r.LearnedIdle,
 		RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits, OldestLease: r.OldestLease}
 }

@@ -87,30 +87,37 @@ type StatusTotals struct {
 	Expired          uint64  `json:"expired"`          // Stats.Expired
 	DialFailures     uint64  `json:"dialFailures"`     // Stats.DialFailures
 	RouteFailures    uint64  `json:"routeFailures"`    // Stats.RouteFailures
+	Retries          uint64  `json:"retries"`          // Stats.Retries
+	RetriesRefused   uint64  `json:"retriesRefused"`   // Stats.RetriesRefused
 	OldestLease      float64 `json:"oldestLease"`      // Stats.OldestLease
 }
 
 // StatusRoute is one route of the status page: a RouteStats, field for field
 // (durations in seconds), and its reuse ratio.
 type StatusRoute struct {
-	Route         string            `json:"route"`         // RouteStats.Route
-	Open          int               `json:"open"`          // RouteStats.Open
-	Leased        int               `json:"leased"`        // RouteStats.Leased
-	Idle          int               `json:"idle"`          // RouteStats.Idle
-	Dialing       int               `json:"dialing"`       // RouteStats.Dialing
-	Pending       int               `json:"pending"`       // RouteStats.Pending
-	Max           int               `json:"max"`           // RouteStats.Max
-	Opened        uint64            `json:"opened"`        // RouteStats.Opened
-	Closed        uint64            `json:"closed"`        // RouteStats.Closed
-	Leases        uint64            `json:"leases"`        // RouteStats.Leases
-	Reuses        uint64            `json:"reuses"`        // RouteStats.Reuses
-	DialFailures  uint64            `json:"dialFailures"`  // RouteStats.DialFailures
-	LeaseTimeouts uint64            `json:"leaseTimeouts"` // RouteStats.LeaseTimeouts
-	OldestLease   float64           `json:"oldestLease"`   // RouteStats.OldestLease
-	ReuseRatio    float64           `json:"reuseRatio"`    // Reuses / Leases
-	ClosedBy      map[string]uint64 `json:"closedBy"`      // RouteStats.ClosedBy
-	RecentCloses  []StatusClose     `json:"recentCloses"`  // RouteStats.RecentCloses
-	RecentWaits   []StatusWait      `json:"recentWaits"`   // RouteStats.RecentWaits
+	Route         string            `json:"route"`                   // RouteStats.Route
+	Open          int               `json:"open"`                    // RouteStats.Open
+	Leased        int               `json:"leased"`                  // RouteStats.Leased
+	Idle          int               `json:"idle"`                    // RouteStats.Idle
+	Dialing       int               `json:"dialing"`                 // RouteStats.Dialing
+	Pending       int               `json:"pending"`                 // RouteStats.Pending
+	Max           int               `json:"max"`                     // RouteStats.Max
+	Opened        uint64            `json:"opened"`                  // RouteStats.Opened
+	Closed        uint64            `json:"closed"`                  // RouteStats.Closed
+	Leases        uint64            `json:"leases"`                  // RouteStats.Leases
+	Reuses        uint64            `json:"reuses"`                  // RouteStats.Reuses
+	DialFailures  uint64            `json:"dialFailures"`            // RouteStats.DialFailures
+	LeaseTimeouts uint64            `json:"leaseTimeouts"`           // RouteStats.LeaseTimeouts
+	QueueFull     uint64            `json:"queueFull"`               // RouteStats.QueueFull
+	FailFast      string            `json:"failFast"`                // RouteStats.FailFast
+	FailFastUntil *time.Time        `json:"failFastUntil,omitempty"` // RouteStats.FailFastUntil (while open)
+	FailedFast    uint64            `json:"failedFast"`              // RouteStats.FailedFast
+	LearnedIdle   float64           `json:"learnedIdle"`             // RouteStats.LearnedIdle
+	OldestLease   float64           `json:"oldestLease"`             // RouteStats.OldestLease
+	ReuseRatio    float64           `json:"reuseRatio"`              // Reuses / Leases
+	ClosedBy      map[string]uint64 `json:"closedBy"`                // RouteStats.ClosedBy
+	RecentCloses  []StatusClose     `json:"recentCloses"`            // RouteStats.RecentCloses
+	RecentWaits   []StatusWait      `json:"recentWaits"`             // RouteStats.RecentWaits
 }
 
 // StatusClose is a recent connection close (Age in seconds).
@@ -144,7 +151,8 @@ func (c *Client) Status() Status {
 			MaxConnsTotal: st.MaxConnsTotal, Connections: st.Connections,
 			InFlight: st.InFlight, PendingAdmission: st.PendingAdmission, PendingPermits: st.PendingPermits,
 			Evictions: st.Evictions, Expired: st.Expired, DialFailures: st.DialFailures,
-			RouteFailures: st.RouteFailures, OldestLease: st.OldestLease.Seconds()},
+			RouteFailures: st.RouteFailures, Retries: st.Retries, RetriesRefused: st.RetriesRefused,
+			OldestLease: st.OldestLease.Seconds()},
 		Routes: make([]StatusRoute, 0, len(st.Routes)),
 	}
 	for _, r := range st.Routes {
@@ -152,8 +160,13 @@ func (c *Client) Status() Status {
 			Pending: r.Pending, Max: r.Max, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 			Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts,
 			OldestLease: r.OldestLease.Seconds(), ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
+			QueueFull: r.QueueFull, FailFast: r.FailFast, FailedFast: r.FailedFast, LearnedIdle: r.LearnedIdle.Seconds(),
 			RecentCloses: make([]StatusClose, 0, len(r.RecentCloses)),
 			RecentWaits:  make([]StatusWait, 0, len(r.RecentWaits))}
+		if !r.FailFastUntil.IsZero() {
+			until := r.FailFastUntil
+			sr.FailFastUntil = &until
+		}
 		for _, e := range r.RecentCloses {
 			sr.RecentCloses = append(sr.RecentCloses, StatusClose{At: e.At, Reason: string(e.Reason), Age: e.Age.Seconds(), Served: e.Served})
 		}

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"time"
+
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -30,10 +32,12 @@ func (c *Client) routeReadings(yield func(telemetry.RouteReading) bool) {
 		}
 		key := k.(route.Key)
 		return yield(telemetry.RouteReading{
-			Route:   c.tel.Route(key.Scheme, key.Host, key.Port),
-			Active:  int64(h.Pub.Leased.Load()),
-			Idle:    int64(h.Pub.Idle.Load()),
-			Pending: int64(h.Pub.Pending.Load()),
+			Route:       c.tel.Route(key.Scheme, key.Host, key.Port),
+			Active:      int64(h.Pub.Leased.Load()),
+			Idle:        int64(h.Pub.Idle.Load()),
+			Pending:     int64(h.Pub.Pending.Load()),
+			FailFast:    h.Pub.FailFast.Load(),
+			LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
 		})
 	})
 }

@@ -75,6 +75,17 @@ func (r *Route) LeaseGranted(waited time.Duration) {
 type RouteReading struct {
 	Route                 *Route
 	Active, Idle, Pending int64
+	FailFast              bool          // the route fails calls fast
+	LearnedIdle           time.Duration // the server's learned idle timeout (0 = none)
+}
+
+// LeaseRejected counts a request a route refused by policy: reason is
+// "queue_full" or "route_unavailable".
+func (r *Route) LeaseRejected(reason string) {
+	if r == nil {
+		return
+	}
+	r.t.rejected.Add(background, 1, r.optWith(&r.byReject, AttrRejectReason.String(reason)))
 }
 
 // RegisterPool registers the callback of the pool gauges
@@ -88,7 +99,11 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 	if t == nil {
 		return nil
 	}
-	type sums struct{ active, idle, pending int64 }
+	type sums struct {
+		active, idle, pending int64
+		failFast              bool
+		learnedIdle           time.Duration
+	}
 	cb := func(_ context.Context, o metric.Observer) error {
 		by := map[*Route]*sums{}
 		var order []*Route
@@ -105,17 +120,25 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 			s.active += rr.Active
 			s.idle += rr.Idle
 			s.pending += rr.Pending
+			s.failFast = s.failFast || rr.FailFast
+			s.learnedIdle = max(s.learnedIdle, rr.LearnedIdle)
 		}
 		for _, r := range order {
 			s := by[r]
 			o.ObserveInt64(t.openConns.Inst(), s.active, metric.WithAttributeSet(r.active))
 			o.ObserveInt64(t.openConns.Inst(), s.idle, metric.WithAttributeSet(r.idle))
 			o.ObserveInt64(t.leasePending, s.pending, r.opt)
+			ff := int64(0)
+			if s.failFast {
+				ff = 1
+			}
+			o.ObserveInt64(t.failFast, ff, r.opt)
+			o.ObserveFloat64(t.learnedIdle, s.learnedIdle.Seconds(), r.opt)
 		}
 		o.ObserveInt64(t.admitPending, admission())
 		return nil
 	}
-	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending)
+	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending, t.failFast, t.learnedIdle)
 	if err != nil {
 		return err
 	}

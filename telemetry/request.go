@@ -180,6 +180,18 @@ func (r *Request) Retry(err error) {
 	}
 }
 
+// RetryRefused records that a replay was not made because retries exceeded
+// the client's retry budget: the error is returned instead.
+func (r *Request) RetryRefused(err error) {
+	if r == nil {
+		return
+	}
+	r.t.retryRefused.Add(r.ctx, 1, r.route.opt)
+	if r.recording {
+		r.span.AddEvent(EventRetryRefused, trace.WithAttributes(semconv.ErrorTypeKey.String(ErrorType(err))))
+	}
+}
+
 // LeaseTimedOut records that no connection was leased within LeaseTimeout; a
 // Failed call follows.
 func (r *Request) LeaseTimedOut(d time.Duration) {

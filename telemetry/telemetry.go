@@ -46,23 +46,29 @@ const (
 	MetricDialErrors     = "connactor.connection.dial_errors"   // counter by error.type: dials that failed
 	MetricDialDuration   = "connactor.connection.dial.duration" // histogram, s: TCP connect plus tunnel and TLS
 	MetricRequestRetries = "connactor.request.retries"          // counter: replays on a fresh connection
+	MetricRetriesRefused = "connactor.request.retries_refused"  // counter: replays the retry budget refused
+	MetricLeaseRejected  = "connactor.lease.rejected"           // counter by connactor.lease.reject_reason (queue_full, route_unavailable)
+	MetricRouteFailFast  = "connactor.route.fail_fast"          // gauge: 1 while a route fails fast (its dials keep failing)
+	MetricRouteIdleLearn = "connactor.route.learned_idle"       // gauge, s: the server's idle timeout a route learned (0 = none)
 )
 
 // Attribute keys and span event names of connactor's own.
 const (
-	AttrCloseReason = attribute.Key("connactor.connection.close_reason")
-	AttrWait        = attribute.Key("connactor.lease.wait.duration")  // seconds
-	AttrQueuePos    = attribute.Key("connactor.lease.queue_position") // 1 = first in line
-	AttrIdleTime    = attribute.Key("connactor.connection.idle_time") // seconds
-	AttrDial        = attribute.Key("connactor.dial.duration")        // seconds
-	AttrConnect     = attribute.Key("connactor.dial.connect.duration")
-	AttrTLS         = attribute.Key("connactor.tls.duration")
+	AttrCloseReason  = attribute.Key("connactor.connection.close_reason")
+	AttrRejectReason = attribute.Key("connactor.lease.reject_reason")
+	AttrWait         = attribute.Key("connactor.lease.wait.duration")  // seconds
+	AttrQueuePos     = attribute.Key("connactor.lease.queue_position") // 1 = first in line
+	AttrIdleTime     = attribute.Key("connactor.connection.idle_time") // seconds
+	AttrDial         = attribute.Key("connactor.dial.duration")        // seconds
+	AttrConnect      = attribute.Key("connactor.dial.connect.duration")
+	AttrTLS          = attribute.Key("connactor.tls.duration")
 
-	EventPoolWait = "connactor.pool.wait"
-	EventDial     = "connactor.dial"
-	EventTLS      = "connactor.tls_handshake"
-	EventReused   = "connactor.connection.reused"
-	EventRetry    = "connactor.retry"
+	EventPoolWait     = "connactor.pool.wait"
+	EventDial         = "connactor.dial"
+	EventTLS          = "connactor.tls_handshake"
+	EventReused       = "connactor.connection.reused"
+	EventRetry        = "connactor.retry"
+	EventRetryRefused = "connactor.retry_refused" // the retry budget refused a replay
 )
 
 // Config says where telemetry goes. Zero fields mean the OpenTelemetry globals.
@@ -105,6 +111,10 @@ type Telemetry struct {
 	closed       metric.Int64Counter
 	dialErrors   metric.Int64Counter
 	retries      metric.Int64Counter
+	retryRefused metric.Int64Counter
+	rejected     metric.Int64Counter
+	failFast     metric.Int64ObservableGauge
+	learnedIdle  metric.Float64ObservableGauge
 
 	routes sync.Map // routeID -> *Route
 
@@ -191,6 +201,18 @@ func New(cfg Config) *Telemetry {
 	t.retries, err = m.Int64Counter(MetricRequestRetries, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests replayed on a fresh connection after a re-used one failed."))
 	check(err)
+	t.retryRefused, err = m.Int64Counter(MetricRetriesRefused, metric.WithUnit("{request}"),
+		metric.WithDescription("Replays refused because retries exceeded the retry budget."))
+	check(err)
+	t.rejected, err = m.Int64Counter(MetricLeaseRejected, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests refused by a route's policy: full wait queue, or failing fast."))
+	check(err)
+	t.failFast, err = m.Int64ObservableGauge(MetricRouteFailFast, metric.WithUnit("1"),
+		metric.WithDescription("1 while the route fails calls fast because its dials keep failing."))
+	check(err)
+	t.learnedIdle, err = m.Float64ObservableGauge(MetricRouteIdleLearn, metric.WithUnit("s"),
+		metric.WithDescription("The idle timeout of the route's server, as learned from its closes (0 = none)."))
+	check(err)
 	for _, err := range errs {
 		t.log.Warn("connactor: telemetry instrument refused", "err", err)
 	}
@@ -209,7 +231,14 @@ func New(cfg Config) *Telemetry {
 	if t.admitPending == nil {
 		t.admitPending, _ = noop.Int64ObservableUpDownCounter("")
 	}
-	for _, c := range []*metric.Int64Counter{&t.leaseTimeout, &t.opened, &t.closed, &t.dialErrors, &t.retries} {
+	if t.failFast == nil {
+		t.failFast, _ = noop.Int64ObservableGauge("")
+	}
+	if t.learnedIdle == nil {
+		t.learnedIdle, _ = noop.Float64ObservableGauge("")
+	}
+	for _, c := range []*metric.Int64Counter{&t.leaseTimeout, &t.opened, &t.closed, &t.dialErrors, &t.retries,
+		&t.retryRefused, &t.rejected} {
 		if *c == nil {
 			*c, _ = noop.Int64Counter("")
 		}
@@ -250,6 +279,7 @@ type Route struct {
 	opt       metric.MeasurementOption
 	byClose   sync.Map // reason -> metric.MeasurementOption
 	byDialErr sync.Map // error.type -> metric.MeasurementOption
+	byReject  sync.Map // reject reason -> metric.MeasurementOption
 	durations sync.Map // durationKey -> metric.MeasurementOption
 }
 

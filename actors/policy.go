@@ -1,0 +1,159 @@
+package actors
+
+import (
+	"time"
+)
+
+// Policies of a route that protect callers and upstreams. Each is a plain
+// value owned by its route actor, table-tested on its own.
+
+// FailFast configures a route's fast failure when its dials keep failing
+// (Envoy's outlier ejection and Finagle's fail-fast, per route): after
+// Threshold consecutive failed dials, the route fails calls at once with
+// ErrRouteUnavailable for a cool-down, then lets one probe dial out; its
+// success closes the breaker, its failure opens it again for a longer
+// cool-down (doubling from Cooldown up to MaxCooldown, with ±20% jitter).
+type FailFast struct {
+	Threshold   int // consecutive dial failures that open the breaker; <= 0 = never
+	Cooldown    time.Duration
+	MaxCooldown time.Duration
+}
+
+type breakerState uint8
+
+const (
+	breakerClosed   breakerState = iota // dials go out
+	breakerOpen                         // calls fail at once until until
+	breakerHalfOpen                     // one probe dial may go out
+)
+
+// String names the state as Stats and the status page show it.
+func (s breakerState) String() string {
+	switch s {
+	case breakerOpen:
+		return "open"
+	case breakerHalfOpen:
+		return "half_open"
+	}
+	return "closed"
+}
+
+// breaker is a route's fail-fast state.
+type breaker struct {
+	cfg      FailFast
+	state    breakerState
+	failures int       // consecutive failed dials
+	opens    int       // consecutive openings without a success (for the back-off)
+	until    time.Time // end of the cool-down while open
+	rejected uint64    // calls failed fast
+}
+
+// allow reports whether a call may queue for a connection now. An open
+// breaker whose cool-down has passed becomes half-open.
+func (b *breaker) allow(now time.Time) bool {
+	if b.state == breakerOpen && !now.Before(b.until) {
+		b.state = breakerHalfOpen
+	}
+	if b.state == breakerOpen {
+		b.rejected++
+		return false
+	}
+	return true
+}
+
+// maxDials is how many dials may be in flight: one probe while half-open.
+func (b *breaker) maxDials(limit int) int {
+	if b.state == breakerHalfOpen {
+		return 1
+	}
+	return limit
+}
+
+// dialFailed counts a failed dial; it reports whether the breaker opened.
+// jitter is a uniform draw in [0, 1).
+func (b *breaker) dialFailed(now time.Time, jitter float64) (opened bool) {
+	b.failures++
+	if b.cfg.Threshold <= 0 {
+		return false
+	}
+	if b.state != breakerHalfOpen && b.failures < b.cfg.Threshold {
+		return false
+	}
+	d := b.cfg.Cooldown << min(b.opens, 16)
+	if d > b.cfg.MaxCooldown || d <= 0 {
+		d = b.cfg.MaxCooldown
+	}
+	d = time.Duration(float64(d) * (0.8 + 0.4*jitter))
+	b.opens++
+	b.state, b.until = breakerOpen, now.Add(d)
+	return true
+}
+
+// dialSucceeded resets the breaker; it reports whether it was not closed.
+func (b *breaker) dialSucceeded() (recovered bool) {
+	recovered = b.state != breakerClosed
+	b.state, b.failures, b.opens = breakerClosed, 0, 0
+	return recovered
+}
+
+// idleLearner learns, per route, the idle age at which the server closes its
+// connections without announcing it (no Keep-Alive header): the idle watch
+// sees the server's FIN after some idle time, and a connection found stale
+// when it was leased had been idle too long. The learned age is the shortest
+// seen (servers close at a fixed timeout); idle connections are then retired a
+// margin before it, which saves the failed writes and retries a server with a
+// short keep-alive causes. Since connections are then retired before the
+// server would close them, a longer timeout could never be seen: what was
+// learned is forgotten after learnedFor without a new sighting, and learned
+// again if the server still closes early.
+type idleLearner struct {
+	closedAt time.Duration // shortest idle age at which the server closed one; 0 = none seen
+	seen     time.Time     // the last sighting
+}
+
+// minLearnable ignores closes of connections idle for less than this: a
+// server closing a connection that quickly is not timing it out (it closes
+// after each response, or restarts).
+const minLearnable = 20 * time.Millisecond
+
+// learnedFor is how long a learned idle timeout is kept without a new sighting.
+const learnedFor = 10 * time.Minute
+
+// serverClosed records that the server closed a connection idle for age.
+func (l *idleLearner) serverClosed(age time.Duration, now time.Time) {
+	if age < minLearnable {
+		return
+	}
+	if l.closedAt == 0 || age < l.closedAt || now.Sub(l.seen) >= learnedFor {
+		l.closedAt = age
+	}
+	l.seen = now
+}
+
+// learned is the server's learned idle timeout (0 = none).
+func (l *idleLearner) learned(now time.Time) time.Duration {
+	if l.closedAt != 0 && now.Sub(l.seen) >= learnedFor {
+		l.closedAt = 0
+	}
+	return l.closedAt
+}
+
+// retireAfter is the idle age after which a connection is retired: a tenth
+// (at least 10 ms) before the learned timeout; 0 = nothing learned.
+func (l *idleLearner) retireAfter(now time.Time) time.Duration {
+	d := l.learned(now)
+	if d == 0 {
+		return 0
+	}
+	return d - max(d/10, 10*time.Millisecond)
+}
+
+// jitteredLifetime draws a connection's lifetime uniformly from [90%, 100%]
+// of max (draw in [0, 1)), so that connections opened together are not all
+// retired together. 0 means no limit.
+func jitteredLifetime(max time.Duration, draw float64) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	return max - time.Duration(float64(max)*0.1*draw)
+}

@@ -1,0 +1,206 @@
+package actors
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/connactor/connactor/internal/wait"
+)
+
+func TestBreakerOpensAfterThresholdBacksOffAndClosesOnSuccess(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := breaker{cfg: FailFast{Threshold: 3, Cooldown: time.Second, MaxCooldown: 4 * time.Second}}
+	for i := 0; i < 2; i++ {
+		if b.dialFailed(t0, 0.5) || !b.allow(t0) {
+			t.Fatalf("opened after %d failures", i+1)
+		}
+	}
+	if !b.dialFailed(t0, 0.5) || b.allow(t0) || b.state != breakerOpen {
+		t.Fatal("not open after 3 failures")
+	}
+	// Each failed probe after a cool-down opens it again, twice as long,
+	// capped (jitter 0.5 is exactly the cool-down).
+	openedAt := t0
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		if i > 0 {
+			openedAt = b.until
+			if !b.allow(openedAt) || b.state != breakerHalfOpen || b.maxDials(8) != 1 {
+				t.Fatalf("round %d: not half-open after the cool-down", i)
+			}
+			b.dialFailed(openedAt, 0.5)
+		}
+		if got := b.until.Sub(openedAt); got != want {
+			t.Fatalf("round %d: cool-down %v, want %v", i, got, want)
+		}
+	}
+	if !b.dialSucceeded() || b.state != breakerClosed || b.failures != 0 || !b.allow(b.until) {
+		t.Fatal("a successful probe did not close the breaker")
+	}
+	if b.rejected == 0 {
+		t.Fatal("rejections not counted")
+	}
+}
+
+func TestBreakerJitterStaysWithinTwentyPercent(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	for _, draw := range []float64{0, 0.25, 0.999} {
+		b := breaker{cfg: FailFast{Threshold: 1, Cooldown: 10 * time.Second, MaxCooldown: time.Minute}}
+		b.dialFailed(t0, draw)
+		if d := b.until.Sub(t0); d < 8*time.Second || d > 12*time.Second {
+			t.Fatalf("draw %v: cool-down %v outside [8s, 12s]", draw, d)
+		}
+	}
+}
+
+func TestIdleLearnerLearnsTheShortestCloseAndForgets(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	var l idleLearner
+	l.serverClosed(5*time.Millisecond, t0) // too quick to be an idle timeout
+	if l.learned(t0) != 0 {
+		t.Fatal("learned from a 5ms close")
+	}
+	l.serverClosed(300*time.Millisecond, t0)
+	l.serverClosed(200*time.Millisecond, t0)
+	l.serverClosed(250*time.Millisecond, t0)
+	if got := l.learned(t0); got != 200*time.Millisecond {
+		t.Fatalf("learned %v", got)
+	}
+	if got := l.retireAfter(t0); got != 180*time.Millisecond {
+		t.Fatalf("retire after %v", got)
+	}
+	if l.learned(t0.Add(learnedFor)) != 0 {
+		t.Fatal("not forgotten after learnedFor")
+	}
+}
+
+func TestJitteredLifetimesSpreadOverTheLastTenPercent(t *testing.T) {
+	const max = 100 * time.Second
+	lo, hi := max, time.Duration(0)
+	for i := 0; i < 1000; i++ {
+		d := jitteredLifetime(max, rand.Float64())
+		lo, hi = min(lo, d), maxOf(hi, d)
+	}
+	if lo < 90*time.Second || hi > max || hi-lo < 9*time.Second {
+		t.Fatalf("lifetimes in [%v, %v], want spread over [90s, 100s]", lo, hi)
+	}
+	if jitteredLifetime(0, 0.5) != 0 {
+		t.Fatal("no MaxLifetime must mean no lifetime")
+	}
+}
+
+func maxOf(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Connections opened together are retired over the last tenth of
+// MaxLifetime, not in one instant: 100 idle connections, the route's clock
+// moved through [89s, 101s].
+func TestRouteRetiresConnectionsOpenedTogetherOverTheJitterWindow(t *testing.T) {
+	t0 := time.Now()
+	p := newPool(t, 100, 100, func(cfg *SupervisorConfig) {
+		cfg.Route.MaxLifetime = 100 * time.Second
+		cfg.Route.MaxIdleTime = time.Hour
+	})
+	p.now.Store(&t0)
+	h := p.idleRoute("a", 100)
+	var retiredAt []time.Duration
+	for s := 89; s <= 101; s++ {
+		now := t0.Add(time.Duration(s) * time.Second)
+		p.now.Store(&now)
+		before := p.stats(h).Open
+		p.sys.Root.Send(h.PID, &ExpiryTicked{Now: now})
+		after := p.stats(h).Open
+		for i := 0; i < before-after; i++ {
+			retiredAt = append(retiredAt, time.Duration(s)*time.Second)
+		}
+	}
+	if len(retiredAt) != 100 {
+		t.Fatalf("%d of 100 retired by 101s", len(retiredAt))
+	}
+	if retiredAt[0] < 90*time.Second || retiredAt[99] > 100*time.Second {
+		t.Fatalf("retired from %v to %v, want within [90s, 100s]", retiredAt[0], retiredAt[99])
+	}
+	seconds := map[time.Duration]int{}
+	for _, d := range retiredAt {
+		seconds[d]++
+	}
+	if len(seconds) < 8 {
+		t.Fatalf("retirements fell on %d distinct seconds (%v): not spread", len(seconds), seconds)
+	}
+	if st := p.stats(h); st.ClosedBy[string(ReasonLifetime)] != 100 {
+		t.Fatalf("closed by %v", st.ClosedBy)
+	}
+}
+
+func TestRouteRefusesCallersBeyondMaxPending(t *testing.T) {
+	p := newPool(t, 1, 8, func(cfg *SupervisorConfig) { cfg.Route.MaxPendingPerRoute = 2 })
+	h := p.route("a")
+	held := p.lease(h, 1)[0]
+	a, b, c := p.ask(h), p.ask(h), p.ask(h)
+	if _, err := result(t, c); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third waiter: %v", err)
+	}
+	if st := p.stats(h); st.Pending != 2 || st.QueueFull != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	p.release(h, true, held)
+	p.release(h, true, p.leased(a))
+	p.leased(b)
+}
+
+// A route whose dials keep failing refuses callers at once, lets one probe
+// out after its cool-down, and serves again once the probe succeeds.
+func TestRouteFailsFastThenProbesAndRecovers(t *testing.T) {
+	t0 := time.Now()
+	p := newPool(t, 4, 8, func(cfg *SupervisorConfig) {
+		cfg.Route.FailFast = FailFast{Threshold: 2, Cooldown: time.Second, MaxCooldown: time.Minute}
+		cfg.Route.Rand = func() float64 { return 0.5 }
+	})
+	p.now.Store(&t0)
+	p.refuse["a"] = errRefused
+	h := p.route("a")
+	for i := 0; i < 2; i++ {
+		if _, err := result(t, p.ask(h)); !errors.Is(err, errRefused) && !errors.Is(err, ErrRouteUnavailable) {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+	}
+	dials := p.dialCount()
+	for i := 0; i < 10; i++ {
+		if _, err := result(t, p.ask(h)); !errors.Is(err, ErrRouteUnavailable) {
+			t.Fatalf("while open: %v", err)
+		}
+	}
+	if st := p.stats(h); st.FailFast != "open" || st.FailedFast != 10 || p.dialCount() != dials {
+		t.Fatalf("while open: %+v, dials %d -> %d", st, dials, p.dialCount())
+	}
+	delete(p.refuse, "a")
+	gap := make(chan struct{})
+	p.mu.Lock()
+	p.dialGap = gap // holds the probe dial
+	p.mu.Unlock()
+	later := t0.Add(1100 * time.Millisecond)
+	p.now.Store(&later)
+	var ts []*wait.Ticket[Lease]
+	for i := 0; i < 3; i++ {
+		ts = append(ts, p.ask(h))
+	}
+	eventually(t, "the probe dial", func() bool { return p.dialCount()-dials == 1 })
+	if st := p.stats(h); st.FailFast != "half_open" || st.Pending != 3 || st.Dialing != 1 || p.dialCount()-dials != 1 {
+		t.Fatalf("half-open: %+v, %d dials: want one probe for three waiters", st, p.dialCount()-dials)
+	}
+	p.mu.Lock()
+	p.dialGap = nil
+	p.mu.Unlock()
+	close(gap)
+	for _, tk := range ts {
+		p.release(h, true, p.leased(tk))
+	}
+	if st := p.stats(h); st.FailFast != "closed" {
+		t.Fatalf("after the probe: %+v", st)
+	}
+}
