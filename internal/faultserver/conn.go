@@ -101,6 +101,17 @@ func (c *Conn) Sleep(d time.Duration) error {
 	}
 }
 
+// Await waits until ch is closed, or returns ErrClosed at once when the server
+// closes: a handler that waits for the test to say "now".
+func (c *Conn) Await(ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-c.srv.done:
+		return ErrClosed
+	}
+}
+
 // Reader returns the connection for reading (the raw bytes the client sends),
 // for handlers that take over the request loop (Config.Raw).
 func (c *Conn) Reader() io.Reader { return c.nc }
