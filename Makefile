@@ -46,13 +46,16 @@ bench-full:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd $(CONNBENCH) && $(GO) run . -server all -duration 2s -warmup 300ms -count 3
 
-## soak: the long soak (cmd/soak): 1,000,000 requests over 50 routes through
-## toxiproxy and scripted faults, checking the pool's invariants throughout;
-## prints a one-screen report and fails on any violation. SOAKFLAGS adds flags
-## (e.g. SOAKFLAGS='-requests 100000'). `make test` runs a 20-second version.
+## soak: the long soak (cmd/soak): 1,000,000 requests over 50 routes (20 through
+## toxiproxy) with every scripted fault, random cancellations and early body
+## closes, checking the pool's invariants throughout; prints a one-screen report
+## and fails on any violation. A few minutes on 2 cores. SOAKFLAGS adds program
+## flags (e.g. SOAKFLAGS='-requests 100000 -seed 7'), SOAKBUILD build flags
+## (SOAKBUILD=-race: much slower). `make test` runs a 20-second version.
 SOAKFLAGS ?=
+SOAKBUILD ?=
 soak:
-	$(GO) run -race ./cmd/soak -requests 1000000 $(SOAKFLAGS)
+	$(GO) run $(SOAKBUILD) ./cmd/soak $(SOAKFLAGS)
 
 ## otelcol: build (once, cached) the OpenTelemetry Collector the OTLP export test runs
 otelcol:
