@@ -210,7 +210,7 @@ func toxicCases() []toxicCase {
 		{name: "reset_peer on new connections, then removed",
 			run: func(t *testing.T, p *toxiproxy.Proxy, base string, tg *target) outcome {
 				name := addToxic(t, p, "reset_peer", "downstream", toxiproxy.Attributes{"timeout": 0})
-				return failThenRecover(t, p, base, tg, name, expect{errIs: []error{}})
+				return failThenRecover(t, p, base, tg, name, expect{errIs: []error{client.ErrOutcomeUnknown}})
 			}},
 		{name: "reset_peer on a re-used connection (and its retry), then removed",
 			run: func(t *testing.T, p *toxiproxy.Proxy, base string, tg *target) outcome {
