@@ -98,8 +98,10 @@ func (r *result) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s  %-42s %s\n", mark, ch.name, ch.value)
 	}
-	for _, e := range r.tally.examples {
-		fmt.Fprintf(w, "  e.g. %s\n", e)
+	for _, kind := range slices.Sorted(maps.Keys(r.tally.examples)) {
+		for _, e := range r.tally.examples[kind] {
+			fmt.Fprintf(w, "  e.g. %s\n", e)
+		}
 	}
 	if r.ok() {
 		fmt.Fprintln(w, "RESULT: PASS")

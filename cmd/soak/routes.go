@@ -73,6 +73,18 @@ type route struct {
 	toxic string           // the proxy's permanent toxic, for the report
 }
 
+// kind says how the route is reached, for the report.
+func (r *route) kind() string {
+	switch {
+	case r.proxy == nil:
+		return "direct"
+	case r.toxic == "":
+		return "toxiproxy"
+	default:
+		return "toxiproxy, " + r.toxic
+	}
+}
+
 // fleet is the soak's servers and proxies.
 type fleet struct {
 	routes []*route
