@@ -37,6 +37,11 @@ import (
 	"github.com/connactor/connactor/internal/toxi"
 )
 
+// responseHeaderTimeout ends the slowloris and stalled requests. It is far
+// above what a starved CPU makes of a healthy answer, so that clean requests
+// never meet it; /slow's answer takes about 7 s.
+const responseHeaderTimeout = 5 * time.Second
+
 // config is the soak's settings (the flags).
 type config struct {
 	requests       int64
@@ -125,7 +130,7 @@ func run(cfg config) (*result, error) {
 	c, err := client.New(client.Config{
 		MaxConnsPerRoute:      cfg.maxPerRoute,
 		MaxConnsTotal:         cfg.maxTotal,
-		ResponseHeaderTimeout: 2 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
 		DialContext:           dialer.DialContext,
 		Logger:                slog.New(slog.DiscardHandler),
 	})
