@@ -192,12 +192,29 @@ var sentinels = []struct {
 	{"Canceled", context.Canceled},
 }
 
+// certErrorName names the certificate exception among the sentinels.
+const certErrorName = "*tls.CertificateVerificationError"
+
 // typed reports whether err carries one of the two families every connactor
-// transport error belongs to (client/errors.go), or is ErrClosed.
+// transport error belongs to (client/errors.go), or is one of the documented
+// exceptions: ErrClosed, and a certificate that does not verify.
 func typed(err error) bool {
 	return errors.Is(err, client.ErrNotSent) || errors.Is(err, client.ErrOutcomeUnknown) ||
-		errors.Is(err, client.ErrClosed)
+		errors.Is(err, client.ErrClosed) || isCertError(err)
 }
+
+// isCertError reports whether err is a server certificate that did not verify.
+// client/errors.go returns it as the *tls.CertificateVerificationError itself,
+// as net/http does (nothing was sent), so that code type-switching on
+// url.Error.Err sees it; earlier versions wrapped it with ErrNotSent. Either
+// says nothing was sent.
+func isCertError(err error) bool {
+	var cv *tls.CertificateVerificationError
+	return errors.As(err, &cv)
+}
+
+// nothingSent reports whether err says the request never reached the server.
+func nothingSent(err error) bool { return errors.Is(err, client.ErrNotSent) || isCertError(err) }
 
 // describeErr names err's sentinels, then its message, shortened.
 func describeErr(err error) string {
@@ -206,6 +223,9 @@ func describeErr(err error) string {
 		if errors.Is(err, s.err) {
 			names = append(names, s.name)
 		}
+	}
+	if isCertError(err) {
+		names = append(names, certErrorName)
 	}
 	msg := short(err.Error(), 70)
 	if len(names) == 0 {
