@@ -12,9 +12,14 @@
 // the server is another process), allocations per request (runtime.MemStats),
 // new connections dialed, and ratios to net/http measured in the same run.
 //
-//	go run ./cmd/connbench                      # fasthttp server, 3s a cell
-//	go run ./cmd/connbench -server all -json    # go, fasthttp and nginx; JSON on stdout
-//	go run ./cmd/connbench -scenarios 'c64/13B' -clients nethttp,connactor
+// It is a Go module of its own (go.mod beside this file, with a replace of the
+// library by ../..), so fasthttp and the comparison clients stay out of the
+// library's dependency graph. Run it from its directory:
+//
+//	cd cmd/connbench
+//	go run .                                    # fasthttp server, 3s a cell
+//	go run . -server all -json                  # go, fasthttp and nginx; JSON on stdout
+//	go run . -scenarios 'c64/13B' -clients nethttp,connactor
 //
 // See BENCHMARKS.md for a run on this machine class and how to read it.
 package main
