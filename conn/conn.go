@@ -200,7 +200,7 @@ func (c *Actor) fireWatch() {
 	_, err := c.br.Peek(1)
 	interrupted := isTimeout(err)
 	if err == nil {
-		err = errors.New("server sent unsolicited bytes on an idle connection")
+		err = errUnsolicited
 	}
 	c.watchErr = err
 	c.watchDone <- struct{}{}

@@ -61,6 +61,12 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		c.nc.Close()
 		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
 	}
+	if c.br.Buffered() > 0 {
+		// Bytes nobody asked for: no request is written after them.
+		c.broken = true
+		c.nc.Close()
+		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, errUnsolicited)}
+	}
 	c.served++
 	c.wr.n.Store(0)
 	c.rd.n = 0
