@@ -89,12 +89,18 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
 	}
 
-	resp, err := c.readHead(req, trace, ex)
+	resp, ambiguous, err := c.readHead(req, trace, ex)
 	if err != nil {
 		return c.abort(m, dl, ex, "read", err)
 	}
 	dl.endHead()
 	reusable, idle := Reusable(req, resp)
+	if ambiguous {
+		// Content-Length with chunked, or Transfer-Encoding in HTTP/1.0: the
+		// response is read as ReadResponse framed it (as net/http does), and
+		// the connection closed after it.
+		reusable, idle = false, 0
+	}
 	b.rc, b.dl, b.ex, b.done, b.reusable, b.idle = resp.Body, dl, ex, m.Done, reusable, idle
 	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
@@ -123,8 +129,9 @@ func (c *Actor) writeRequest(req *http.Request) error {
 // (100 Continue, 103 Early Hints; RFC 9110 section 15.2) to the final one, 101
 // Switching Protocols being final. MaxResponseHeaderBytes bounds all the heads
 // together, unless the caller sees each 1xx through Got1xxResponse, in which
-// case each head gets the full budget (as net/http does).
-func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *expectation) (*http.Response, error) {
+// case each head gets the full budget (as net/http does). ambiguous reports a
+// final head whose framing cannot be trusted for re-use (see rawHead).
+func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *expectation) (resp *http.Response, ambiguous bool, err error) {
 	limit := c.opt.MaxResponseHeaderBytes
 	if limit <= 0 {
 		limit = 1 << 20
@@ -132,19 +139,21 @@ func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *ex
 	c.rd.limit = limit
 	defer func() { c.rd.limit = -1 }()
 	if _, err := c.br.Peek(1); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		trace.GotFirstResponseByte()
 	}
+	var raw rawHead
 	for {
+		raw.mark(c.br, c.rd)
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		code := resp.StatusCode
 		if code < 100 {
-			return nil, fmt.Errorf("malformed HTTP status code %q", resp.Status)
+			return nil, false, fmt.Errorf("malformed HTTP status code %q", resp.Status)
 		}
 		if code == http.StatusContinue && ex != nil {
 			if trace != nil && trace.Got100Continue != nil {
@@ -159,11 +168,11 @@ func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *ex
 				// section 10.1.1), skip it if the connection closes (net/http's rule).
 				ex.decide(!resp.Close && !req.Close)
 			}
-			return resp, nil
+			return resp, raw.ambiguous(resp, c.br, c.rd), nil
 		}
 		if trace != nil && trace.Got1xxResponse != nil {
 			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			c.rd.limit = limit
 		}

@@ -157,11 +157,15 @@ type scriptConn struct {
 	r       *bytes.Reader
 	closed  bool
 	written int // bytes written (and discarded)
+	maxRead int // > 0: at most this many bytes a Read (a peer that sends in pieces)
 }
 
 func (c *scriptConn) Read(p []byte) (int, error) {
 	if c.closed {
 		return 0, net.ErrClosed
+	}
+	if c.maxRead > 0 && len(p) > c.maxRead {
+		p = p[:c.maxRead]
 	}
 	return c.r.Read(p)
 }
