@@ -194,8 +194,15 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation
 		err = fmt.Errorf("%w (limit %d bytes)", ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes)
 	case ctxEnded && dl.ctx.Err() != nil:
 		err = fmt.Errorf("%w (%w)", dl.ctx.Err(), err)
-	case op == "read" && isTimeout(err) && c.opt.ResponseHeaderTimeout > 0:
-		err = fmt.Errorf("%w after %v", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout)
+	case op == "read" && dl.headerExpired():
+		// Whatever the read returned: a timeout, or the partial line bufio
+		// handed to ReadResponse without its timeout ("malformed HTTP
+		// response \"HTT\"", issue 10).
+		if isTimeout(err) {
+			err = fmt.Errorf("%w after %v", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout)
+		} else {
+			err = fmt.Errorf("%w after %v (head cut short: %v)", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout, err)
+		}
 	case op == "read" && c.rd.n == 0 && errors.Is(err, io.EOF):
 		err = fmt.Errorf("server closed the connection without answering: %w", err)
 	}
@@ -217,9 +224,10 @@ type exchangeDeadlines struct {
 	ctx  context.Context
 	stop func() bool // stops the context watch; nil when the context cannot end
 
-	mu       sync.Mutex
-	dead     bool // a past deadline is set for good
-	headDone bool // the final head was read: the header timeout no longer applies
+	mu         sync.Mutex
+	dead       bool      // a past deadline is set for good
+	headDone   bool      // the final head was read: the header timeout no longer applies
+	headExpiry time.Time // the header timeout's deadline, once set
 }
 
 // watch makes the end of the context interrupt the exchange's I/O.
@@ -252,9 +260,17 @@ func (d *exchangeDeadlines) startHeaderTimeout(timeout time.Duration) {
 	}
 	d.mu.Lock()
 	if !d.dead && !d.headDone {
-		d.nc.SetReadDeadline(time.Now().Add(timeout))
+		d.headExpiry = time.Now().Add(timeout)
+		d.nc.SetReadDeadline(d.headExpiry)
 	}
 	d.mu.Unlock()
+}
+
+// headerExpired reports whether the header timeout was set and has passed.
+func (d *exchangeDeadlines) headerExpired() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.headExpiry.IsZero() && !time.Now().Before(d.headExpiry)
 }
 
 // endHead clears the header timeout: the body is bounded by the context only.
