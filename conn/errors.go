@@ -23,6 +23,10 @@ var ErrStaleConn = errors.New("pooled connection was closed by the server")
 // received bytes nobody asked for.
 var errUnsolicited = errors.New("server sent unsolicited bytes on an idle connection")
 
+// errPeerClosed is the cause (under ErrStaleConn) when a pooled connection's
+// socket holds the server's FIN.
+var errPeerClosed = errors.New("server closed the idle connection")
+
 // ErrResponseHeaderTooLarge is returned when the response head exceeds
 // Options.MaxResponseHeaderBytes. The connection is discarded.
 var ErrResponseHeaderTooLarge = errors.New("response header too large")

@@ -61,11 +61,10 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		c.nc.Close()
 		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
 	}
-	if c.br.Buffered() > 0 {
-		// Bytes nobody asked for: no request is written after them.
+	if err := c.checkIdle(); err != nil {
 		c.broken = true
 		c.nc.Close()
-		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, errUnsolicited)}
+		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
 	}
 	c.served++
 	c.wr.n.Store(0)
@@ -112,6 +111,22 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	}
 	resp.Body = b
 	return resp, nil
+}
+
+// checkIdle makes sure nothing is waiting on a connection that served earlier
+// requests before a new one is written to it: no bytes in the reader (they
+// belong to no request), and nothing on the socket (see idleProbe).
+func (c *Actor) checkIdle() error {
+	if c.br.Buffered() > 0 {
+		return errUnsolicited
+	}
+	if c.served == 0 || c.probe == nil {
+		return nil
+	}
+	if res, err := c.probe.check(c.nc); res == probeStale {
+		return err
+	}
+	return nil
 }
 
 // writeRequest writes req on this goroutine and flushes it. Request.Write fires

@@ -24,6 +24,7 @@ type connFixture struct {
 	sys     *actor.ActorSystem
 	conn    *actor.PID
 	server  net.Conn // the accepted side
+	client  net.Conn // the dialed side, as the actor holds it
 	dialed  chan *Dialed
 	broken  chan *IdleBroken
 	wg      sync.WaitGroup
@@ -57,6 +58,12 @@ func newConnFixture(t *testing.T, opts ...func(*Options)) *connFixture {
 			}()
 		},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	f.opt.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		f.client = nc // read by the test after Dialed arrives
+		return nc, err
+	}
 	for _, o := range opts {
 		o(f.opt)
 	}
