@@ -126,10 +126,18 @@ var errBodyClosed = errors.New("connactor: read on closed response body")
 // finish ends the exchange: it stops the context watch, waits (briefly) for a
 // request write still running, and reports whether the connection may be re-used.
 // Called with mu held (or before the body is shared).
+//
+// Bytes already read from the socket beyond the response's end (past its
+// Content-Length, after a response without a body) belong to no request: the
+// next request would take them for its response (issue 10: response desync).
+// Such a connection is never re-used; checking costs a field read.
 func (b *body) finish(ok bool) {
 	b.finished = true
 	if !b.dl.release() {
 		ok = false // the context ended or a Close interrupted: a past deadline is on the socket
+	}
+	if ok && b.c.br.Buffered() > 0 {
+		ok = false
 	}
 	if ok && b.ex != nil {
 		ok = b.ex.waitWritten(maxWriteWait)

@@ -82,7 +82,8 @@ type Actor struct {
 	br *bufio.Reader
 	bw *bufio.Writer
 
-	served int // exchanges started on this connection
+	served int        // exchanges started on this connection
+	probe  *idleProbe // nil when the socket cannot be reached
 
 	cancelDial context.CancelFunc
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
@@ -154,6 +155,7 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.wr = &countingWriter{w: c.nc}
 	c.br = bufio.NewReaderSize(c.rd, 4096)
 	c.bw = bufio.NewWriterSize(c.wr, 4096)
+	c.probe = newIdleProbe(c.nc)
 	nc := c.nc
 	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect, TLS: m.tls})
 }
@@ -168,7 +170,8 @@ const (
 // IdleWatchDelay is how long a connection stays idle before its socket is
 // watched. Connections that are leased again sooner (the common case under load)
 // cost a timer reset and stop, not a goroutine; a server's close of one of them
-// is caught when the exchange starts, and an unsent request is retried.
+// is caught by the probe before the request is written (see idleProbe), and the
+// unsent request is retried.
 const IdleWatchDelay = 10 * time.Millisecond
 
 // onWatchIdle arms the idle watch of a connection that has just become idle: after
@@ -200,7 +203,7 @@ func (c *Actor) fireWatch() {
 	_, err := c.br.Peek(1)
 	interrupted := isTimeout(err)
 	if err == nil {
-		err = errors.New("server sent unsolicited bytes on an idle connection")
+		err = errUnsolicited
 	}
 	c.watchErr = err
 	c.watchDone <- struct{}{}
@@ -212,7 +215,9 @@ func (c *Actor) fireWatch() {
 }
 
 // stopWatch ends the idle watch before an exchange; it returns the error that
-// makes the connection unusable, if the watcher saw one.
+// makes the connection unusable, if the watcher saw one. A watch that is armed
+// but not yet looking is simply disarmed: the exchange then probes the socket
+// itself (checkIdle) before writing anything.
 func (c *Actor) stopWatch() error {
 	if c.watchTimer == nil {
 		return nil

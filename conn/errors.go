@@ -19,6 +19,14 @@ var ErrOutcomeUnknown = errors.New("request sent, outcome unknown")
 // found closed by the server, or sending unsolicited bytes, when it was leased.
 var ErrStaleConn = errors.New("pooled connection was closed by the server")
 
+// errUnsolicited is the cause (under ErrStaleConn) when an idle connection
+// received bytes nobody asked for.
+var errUnsolicited = errors.New("server sent unsolicited bytes on an idle connection")
+
+// errPeerClosed is the cause (under ErrStaleConn) when a pooled connection's
+// socket holds the server's FIN.
+var errPeerClosed = errors.New("server closed the idle connection")
+
 // ErrResponseHeaderTooLarge is returned when the response head exceeds
 // Options.MaxResponseHeaderBytes. The connection is discarded.
 var ErrResponseHeaderTooLarge = errors.New("response header too large")

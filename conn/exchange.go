@@ -1,17 +1,13 @@
 package conn
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -61,6 +57,11 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		c.nc.Close()
 		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
 	}
+	if err := c.checkIdle(); err != nil {
+		c.broken = true
+		c.nc.Close()
+		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
+	}
 	c.served++
 	c.wr.n.Store(0)
 	c.rd.n = 0
@@ -83,12 +84,18 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
 	}
 
-	resp, err := c.readHead(req, trace, ex)
+	resp, ambiguous, err := c.readHead(req, trace, ex)
 	if err != nil {
 		return c.abort(m, dl, ex, "read", err)
 	}
 	dl.endHead()
 	reusable, idle := Reusable(req, resp)
+	if ambiguous {
+		// Content-Length with chunked, or Transfer-Encoding in HTTP/1.0: the
+		// response is read as ReadResponse framed it (as net/http does), and
+		// the connection closed after it.
+		reusable, idle = false, 0
+	}
 	b.rc, b.dl, b.ex, b.done, b.reusable, b.idle = resp.Body, dl, ex, m.Done, reusable, idle
 	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
@@ -100,6 +107,22 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	}
 	resp.Body = b
 	return resp, nil
+}
+
+// checkIdle makes sure nothing is waiting on a connection that served earlier
+// requests before a new one is written to it: no bytes in the reader (they
+// belong to no request), and nothing on the socket (see idleProbe).
+func (c *Actor) checkIdle() error {
+	if c.br.Buffered() > 0 {
+		return errUnsolicited
+	}
+	if c.served == 0 || c.probe == nil {
+		return nil
+	}
+	if res, err := c.probe.check(c.nc); res == probeStale {
+		return err
+	}
+	return nil
 }
 
 // writeRequest writes req on this goroutine and flushes it. Request.Write fires
@@ -117,8 +140,9 @@ func (c *Actor) writeRequest(req *http.Request) error {
 // (100 Continue, 103 Early Hints; RFC 9110 section 15.2) to the final one, 101
 // Switching Protocols being final. MaxResponseHeaderBytes bounds all the heads
 // together, unless the caller sees each 1xx through Got1xxResponse, in which
-// case each head gets the full budget (as net/http does).
-func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *expectation) (*http.Response, error) {
+// case each head gets the full budget (as net/http does). ambiguous reports a
+// final head whose framing cannot be trusted for re-use (see rawHead).
+func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *expectation) (resp *http.Response, ambiguous bool, err error) {
 	limit := c.opt.MaxResponseHeaderBytes
 	if limit <= 0 {
 		limit = 1 << 20
@@ -126,19 +150,21 @@ func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *ex
 	c.rd.limit = limit
 	defer func() { c.rd.limit = -1 }()
 	if _, err := c.br.Peek(1); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if trace != nil && trace.GotFirstResponseByte != nil {
 		trace.GotFirstResponseByte()
 	}
+	var raw rawHead
 	for {
+		raw.mark(c.br, c.rd)
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		code := resp.StatusCode
 		if code < 100 {
-			return nil, fmt.Errorf("malformed HTTP status code %q", resp.Status)
+			return nil, false, fmt.Errorf("malformed HTTP status code %q", resp.Status)
 		}
 		if code == http.StatusContinue && ex != nil {
 			if trace != nil && trace.Got100Continue != nil {
@@ -153,11 +179,11 @@ func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *ex
 				// section 10.1.1), skip it if the connection closes (net/http's rule).
 				ex.decide(!resp.Close && !req.Close)
 			}
-			return resp, nil
+			return resp, raw.ambiguous(resp, c.br, c.rd), nil
 		}
 		if trace != nil && trace.Got1xxResponse != nil {
 			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			c.rd.limit = limit
 		}
@@ -179,8 +205,15 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation
 		err = fmt.Errorf("%w (limit %d bytes)", ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes)
 	case ctxEnded && dl.ctx.Err() != nil:
 		err = fmt.Errorf("%w (%w)", dl.ctx.Err(), err)
-	case op == "read" && isTimeout(err) && c.opt.ResponseHeaderTimeout > 0:
-		err = fmt.Errorf("%w after %v", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout)
+	case op == "read" && dl.headerExpired():
+		// Whatever the read returned: a timeout, or the partial line bufio
+		// handed to ReadResponse without its timeout ("malformed HTTP
+		// response \"HTT\"", issue 10).
+		if isTimeout(err) {
+			err = fmt.Errorf("%w after %v", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout)
+		} else {
+			err = fmt.Errorf("%w after %v (head cut short: %v)", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout, err)
+		}
 	case op == "read" && c.rd.n == 0 && errors.Is(err, io.EOF):
 		err = fmt.Errorf("server closed the connection without answering: %w", err)
 	}
@@ -190,103 +223,6 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation
 		ex.stop()
 	}
 	return nil, &ExchangeError{Op: op, Written: c.wr.n.Load() > 0, GotByte: c.rd.n > 0, Reused: m.Reused, Err: err}
-}
-
-// exchangeDeadlines serializes the socket deadlines of one exchange, which are
-// set from several goroutines: the request context's end (a past deadline that
-// nothing clears afterwards), the response header timeout (set by the writer,
-// cleared when the head is read), a Close interrupting a blocked Read, and the
-// body drain.
-type exchangeDeadlines struct {
-	nc   net.Conn
-	ctx  context.Context
-	stop func() bool // stops the context watch; nil when the context cannot end
-
-	mu       sync.Mutex
-	dead     bool // a past deadline is set for good
-	headDone bool // the final head was read: the header timeout no longer applies
-}
-
-// watch makes the end of the context interrupt the exchange's I/O.
-func (d *exchangeDeadlines) watch() {
-	if d.ctx.Done() != nil {
-		d.stop = context.AfterFunc(d.ctx, d.interrupt)
-	}
-}
-
-// interrupt sets a past deadline for good: blocked reads and writes return.
-func (d *exchangeDeadlines) interrupt() {
-	d.mu.Lock()
-	d.dead = true
-	d.nc.SetDeadline(aLongTimeAgo)
-	d.mu.Unlock()
-}
-
-func (d *exchangeDeadlines) setRead(t time.Time) {
-	d.mu.Lock()
-	if !d.dead {
-		d.nc.SetReadDeadline(t)
-	}
-	d.mu.Unlock()
-}
-
-// startHeaderTimeout starts ResponseHeaderTimeout once the request is written.
-func (d *exchangeDeadlines) startHeaderTimeout(timeout time.Duration) {
-	if timeout <= 0 {
-		return
-	}
-	d.mu.Lock()
-	if !d.dead && !d.headDone {
-		d.nc.SetReadDeadline(time.Now().Add(timeout))
-	}
-	d.mu.Unlock()
-}
-
-// endHead clears the header timeout: the body is bounded by the context only.
-func (d *exchangeDeadlines) endHead() {
-	d.mu.Lock()
-	d.headDone = true
-	if !d.dead {
-		d.nc.SetReadDeadline(time.Time{})
-	}
-	d.mu.Unlock()
-}
-
-// writeFailed closes the socket if the final response head has not arrived:
-// the request is broken, and the response side must stop waiting for an answer.
-func (d *exchangeDeadlines) writeFailed() {
-	d.mu.Lock()
-	if !d.headDone {
-		d.nc.Close()
-	}
-	d.mu.Unlock()
-}
-
-// ctxErr returns the context's error if the context's end interrupted the I/O.
-func (d *exchangeDeadlines) ctxErr() error {
-	d.mu.Lock()
-	dead := d.dead
-	d.mu.Unlock()
-	if dead {
-		return d.ctx.Err()
-	}
-	return nil
-}
-
-// release stops the context watch and clears the deadlines. It reports false
-// when a past deadline was set (the context ended or a Close interrupted a
-// read): the connection must then be closed.
-func (d *exchangeDeadlines) release() bool {
-	if d.stop != nil && !d.stop() {
-		return false // the watch ran, or is running: its deadline may land at any time
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dead {
-		return false
-	}
-	d.nc.SetDeadline(time.Time{})
-	return true
 }
 
 // expectsContinue reports whether req waits for 100 Continue before its body.

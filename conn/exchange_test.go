@@ -24,6 +24,7 @@ type connFixture struct {
 	sys     *actor.ActorSystem
 	conn    *actor.PID
 	server  net.Conn // the accepted side
+	client  net.Conn // the dialed side, as the actor holds it
 	dialed  chan *Dialed
 	broken  chan *IdleBroken
 	wg      sync.WaitGroup
@@ -37,7 +38,9 @@ type releaseResult struct {
 	idle     time.Duration
 }
 
-func newConnFixture(t *testing.T) *connFixture {
+// newConnFixture starts the fixture; each of opts may change the connection's
+// Options before the actor is spawned.
+func newConnFixture(t *testing.T, opts ...func(*Options)) *connFixture {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,6 +58,15 @@ func newConnFixture(t *testing.T) *connFixture {
 			}()
 		},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	f.opt.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		f.client = nc // read by the test after Dialed arrives
+		return nc, err
+	}
+	for _, o := range opts {
+		o(f.opt)
+	}
 	life, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	f.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return f.opt.Logger }))
@@ -204,5 +216,32 @@ func TestContextEndInterruptsHeadRead(t *testing.T) {
 	}
 	if !strings.Contains(r.Err.Error(), "read") {
 		t.Errorf("error %q does not say the read failed", r.Err)
+	}
+}
+
+// Issue 10, defect 3: when ResponseHeaderTimeout fires after part of a line has
+// arrived, bufio hands the partial line to ReadResponse without the timeout
+// ("malformed HTTP response \"HTT\""). Whatever the parser makes of it, a head
+// that missed its deadline is ErrResponseHeaderTimeout.
+func TestResponseHeaderTimeoutInTheMiddleOfALine(t *testing.T) {
+	for _, partial := range []string{"HTT", "HTTP/1.1 200 OK\r\nX-Partial: ab", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"} {
+		t.Run(strings.TrimSpace(partial), func(t *testing.T) {
+			f := newConnFixture(t, func(o *Options) { o.ResponseHeaderTimeout = 200 * time.Millisecond })
+			go func() { // owned by the test: ends when the fixture closes the server side
+				br := bufio.NewReader(f.server)
+				if _, err := http.ReadRequest(br); err == nil {
+					io.WriteString(f.server, partial)
+					io.Copy(io.Discard, br) // and nothing more
+				}
+			}()
+			r := f.exchange(t, newGet(t, context.Background()), false)
+			if !errors.Is(r.Err, ErrResponseHeaderTimeout) || !errors.Is(r.Err, ErrOutcomeUnknown) {
+				t.Fatalf("head cut at %q: %v; want ErrResponseHeaderTimeout, outcome unknown", partial, r.Err)
+			}
+			var ne net.Error
+			if !errors.As(r.Err, &ne) || !ne.Timeout() {
+				t.Errorf("%v is not a net.Error timeout", r.Err)
+			}
+		})
 	}
 }

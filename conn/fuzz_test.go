@@ -154,17 +154,22 @@ func newBareActor(nc net.Conn, opt *Options) *Actor {
 
 // scriptConn is a net.Conn whose peer wrote r and then closed; writes vanish.
 type scriptConn struct {
-	r      *bytes.Reader
-	closed bool
+	r       *bytes.Reader
+	closed  bool
+	written int // bytes written (and discarded)
+	maxRead int // > 0: at most this many bytes a Read (a peer that sends in pieces)
 }
 
 func (c *scriptConn) Read(p []byte) (int, error) {
 	if c.closed {
 		return 0, net.ErrClosed
 	}
+	if c.maxRead > 0 && len(p) > c.maxRead {
+		p = p[:c.maxRead]
+	}
 	return c.r.Read(p)
 }
-func (c *scriptConn) Write(p []byte) (int, error)      { return len(p), nil }
+func (c *scriptConn) Write(p []byte) (int, error)      { c.written += len(p); return len(p), nil }
 func (c *scriptConn) Close() error                     { c.closed = true; return nil }
 func (c *scriptConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
 func (c *scriptConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }

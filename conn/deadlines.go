@@ -1,0 +1,114 @@
+package conn
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// exchangeDeadlines serializes the socket deadlines of one exchange, which are
+// set from several goroutines: the request context's end (a past deadline that
+// nothing clears afterwards), the response header timeout (set by the writer,
+// cleared when the head is read), a Close interrupting a blocked Read, and the
+// body drain.
+type exchangeDeadlines struct {
+	nc   net.Conn
+	ctx  context.Context
+	stop func() bool // stops the context watch; nil when the context cannot end
+
+	mu         sync.Mutex
+	dead       bool      // a past deadline is set for good
+	headDone   bool      // the final head was read: the header timeout no longer applies
+	headExpiry time.Time // the header timeout's deadline, once set
+}
+
+// watch makes the end of the context interrupt the exchange's I/O.
+func (d *exchangeDeadlines) watch() {
+	if d.ctx.Done() != nil {
+		d.stop = context.AfterFunc(d.ctx, d.interrupt)
+	}
+}
+
+// interrupt sets a past deadline for good: blocked reads and writes return.
+func (d *exchangeDeadlines) interrupt() {
+	d.mu.Lock()
+	d.dead = true
+	d.nc.SetDeadline(aLongTimeAgo)
+	d.mu.Unlock()
+}
+
+func (d *exchangeDeadlines) setRead(t time.Time) {
+	d.mu.Lock()
+	if !d.dead {
+		d.nc.SetReadDeadline(t)
+	}
+	d.mu.Unlock()
+}
+
+// startHeaderTimeout starts ResponseHeaderTimeout once the request is written.
+func (d *exchangeDeadlines) startHeaderTimeout(timeout time.Duration) {
+	if timeout <= 0 {
+		return
+	}
+	d.mu.Lock()
+	if !d.dead && !d.headDone {
+		d.headExpiry = time.Now().Add(timeout)
+		d.nc.SetReadDeadline(d.headExpiry)
+	}
+	d.mu.Unlock()
+}
+
+// headerExpired reports whether the header timeout was set and has passed.
+func (d *exchangeDeadlines) headerExpired() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.headExpiry.IsZero() && !time.Now().Before(d.headExpiry)
+}
+
+// endHead clears the header timeout: the body is bounded by the context only.
+func (d *exchangeDeadlines) endHead() {
+	d.mu.Lock()
+	d.headDone = true
+	if !d.dead {
+		d.nc.SetReadDeadline(time.Time{})
+	}
+	d.mu.Unlock()
+}
+
+// writeFailed closes the socket if the final response head has not arrived:
+// the request is broken, and the response side must stop waiting for an answer.
+func (d *exchangeDeadlines) writeFailed() {
+	d.mu.Lock()
+	if !d.headDone {
+		d.nc.Close()
+	}
+	d.mu.Unlock()
+}
+
+// ctxErr returns the context's error if the context's end interrupted the I/O.
+func (d *exchangeDeadlines) ctxErr() error {
+	d.mu.Lock()
+	dead := d.dead
+	d.mu.Unlock()
+	if dead {
+		return d.ctx.Err()
+	}
+	return nil
+}
+
+// release stops the context watch and clears the deadlines. It reports false
+// when a past deadline was set (the context ended or a Close interrupted a
+// read): the connection must then be closed.
+func (d *exchangeDeadlines) release() bool {
+	if d.stop != nil && !d.stop() {
+		return false // the watch ran, or is running: its deadline may land at any time
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead {
+		return false
+	}
+	d.nc.SetDeadline(time.Time{})
+	return true
+}
