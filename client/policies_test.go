@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -340,57 +339,49 @@ func TestARouteLearnsTheServersIdleTimeout(t *testing.T) {
 // MaxConnsPerHost holds across the routes of one host (three identities), at
 // the server, and the routes waiting for the host are served in arrival order.
 func TestMaxConnsPerHostHoldsAcrossIdentitiesInArrivalOrder(t *testing.T) {
-	tracker := newTracker(2, nil)
+	tracker := newTracker(1, nil)
 	release := make(chan struct{})
+	var mu sync.Mutex
+	var served []string
 	srv := newServer(t, tracker, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			<-release
 		}
+		mu.Lock()
+		served = append(served, r.URL.Path)
+		mu.Unlock()
 		io.WriteString(w, r.URL.Path)
 	}))
-	c := newClient(t, Config{MaxConnsPerRoute: 2, MaxConnsPerHost: 2})
+	c := newClient(t, Config{MaxConnsPerRoute: 2, MaxConnsPerHost: 1})
 	as := func(id, path string) *http.Request {
 		req, _ := http.NewRequestWithContext(WithIdentity(context.Background(), id), http.MethodGet, srv.URL+path, nil)
 		return req
 	}
-	held := make(chan *http.Response, 2)
-	for i := 0; i < 2; i++ {
-		go func() {
-			resp, err := c.RoundTrip(as("alice", "/hold"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			held <- resp
-		}()
-	}
-	tracker.waitOpen(t, 2)
-	order := make(chan string, 2)
-	for _, id := range []string{"bob", "carol"} {
-		go func() {
-			resp, err := c.RoundTrip(as(id, "/"+id))
-			if err != nil {
-				t.Error(err)
-				return
-			}
+	done := make(chan error, 3)
+	call := func(id, path string) {
+		resp, err := c.RoundTrip(as(id, path))
+		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			order <- id
-		}()
-		waitUntil(t, id+" queued", func() bool { return c.Stats().PendingPermits >= 1 && c.Stats().Pending >= 1 })
-		time.Sleep(20 * time.Millisecond) // arrival order: bob's permit request first
+		}
+		done <- err
 	}
+	go call("alice", "/hold")
+	tracker.waitOpen(t, 1)
+	go call("bob", "/bob")
+	waitUntil(t, "bob queued for the host", func() bool { return c.Stats().PendingPermits == 1 })
+	go call("carol", "/carol")
+	waitUntil(t, "carol queued for the host", func() bool { return c.Stats().PendingPermits == 2 })
 	close(release)
-	for i := 0; i < 2; i++ {
-		resp := <-held
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+	for i := 0; i < 3; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
-	got := []string{<-order, <-order}
-	if fmt.Sprint(got) != "[bob carol]" {
-		t.Fatalf("served %v, want bob then carol", got)
+	if got := strings.Join(served, " "); got != "/hold /bob /carol" {
+		t.Fatalf("served %s, want /hold /bob /carol", got)
 	}
-	if _, _, maxOpen := tracker.snapshot(); maxOpen > 2 {
-		t.Fatalf("the server saw %d connections, MaxConnsPerHost 2", maxOpen)
+	if _, _, maxOpen := tracker.snapshot(); maxOpen > 1 {
+		t.Fatalf("the server saw %d connections, MaxConnsPerHost 1", maxOpen)
 	}
 }
