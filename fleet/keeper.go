@@ -54,7 +54,9 @@ type Config struct {
 	// Logger receives the keeper's logs (nil = slog.Default()).
 	Logger *slog.Logger
 
-	// Tests in this package replace the grain calls, the clock and the ticker.
+	// Tests in this package replace the cluster's actor system, the grain
+	// calls, the clock and the ticker.
+	system   *actor.ActorSystem
 	granter  granter
 	now      func() time.Time
 	noTicker bool
@@ -106,7 +108,7 @@ func (g clusterGranter) call(route string, req *structpb.Struct, timeout time.Du
 // when the first UsageReported arrives.
 func New(cfg Config) (*Keeper, error) {
 	switch {
-	case cfg.Cluster == nil && cfg.granter == nil:
+	case cfg.Cluster == nil && cfg.system == nil:
 		return nil, fmt.Errorf("%w: no Cluster", ErrInvalidConfig)
 	case cfg.Budget <= 0:
 		return nil, fmt.Errorf("%w: Budget %d", ErrInvalidConfig, cfg.Budget)
@@ -133,11 +135,15 @@ func New(cfg Config) (*Keeper, error) {
 	if cfg.granter == nil {
 		cfg.granter = clusterGranter{cfg.Cluster}
 	}
-	return start(cfg, cfg.Cluster.ActorSystem), nil
+	if cfg.system == nil {
+		cfg.system = cfg.Cluster.ActorSystem
+	}
+	return start(cfg), nil
 }
 
-// start spawns the keeper in sys. Tests without a cluster call it directly.
-func start(cfg Config, sys *actor.ActorSystem) *Keeper {
+// start spawns the keeper in cfg.system.
+func start(cfg Config) *Keeper {
+	sys := cfg.system
 	k := &Keeper{sys: sys, stopTick: make(chan struct{}), done: make(chan struct{})}
 	a := &keeperActor{
 		k:      k,

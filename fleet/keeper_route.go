@@ -121,16 +121,15 @@ func (r *routeShare) due(now time.Time, p *params) bool {
 	if r.seq == 0 {
 		return want > 0
 	}
-	if now.Sub(r.sentAt) < p.minGap {
-		return false
-	}
 	has := r.has(now)
 	active := want > 0 || r.held > 0 || has > 0 || r.grainCounts() > 0
 	switch {
 	case !active:
 		return false // the grain counts nothing for us and we want nothing
 	case r.nudged:
-		return true
+		return true // the grain rate-limits its nudges
+	case now.Sub(r.sentAt) < p.minGap:
+		return false
 	case r.failed:
 		return !now.Before(r.next)
 	case now.Sub(r.sentAt) >= r.lease/3:
