@@ -22,6 +22,10 @@ type routeShare struct {
 	// Demand, from the last UsageReported.
 	held, idle, waiting int
 	lastUsed            time.Time
+	// peak is the highest want seen since the latest call began: a call
+	// reports it, so that a busy node renewing at a quiet instant does not
+	// lose its share.
+	peak int
 
 	// The lease, from the last applied ShareResponse.
 	grant      int
@@ -112,12 +116,19 @@ func (r *routeShare) share(now time.Time, floor int) (share int, onFloor bool) {
 // grainCounts is what the grain counts for this node since the latest call.
 func (r *routeShare) grainCounts() int { return max(r.grant, r.sentHas, r.sentHeld) }
 
+// observe folds the want at now into the peak; the keeper calls it on every
+// event of the route.
+func (r *routeShare) observe(now time.Time, p *params) {
+	r.peak = max(r.peak, r.want(now, p))
+}
+
 // due says whether a call should start at now.
 func (r *routeShare) due(now time.Time, p *params) bool {
+	r.observe(now, p)
 	if r.inFlight || r.running >= p.maxInFlight {
 		return false
 	}
-	want := r.want(now, p)
+	want := r.peak
 	if r.seq == 0 {
 		return want > 0
 	}
@@ -137,15 +148,16 @@ func (r *routeShare) due(now time.Time, p *params) bool {
 	case want > r.grant && !now.Before(r.next):
 		return true // more
 	}
-	// Give back: the grain counts more for us than we hold or want.
-	if r.grainCounts() > max(has, r.held, want) {
-		gap := r.lease / 12
-		if now.Before(r.eagerTill) {
-			gap = p.minGap
-		}
-		return now.Sub(r.sentAt) >= gap
+	// Give back, at once when the grain asked for it lately (eager), else
+	// once the state has lasted a while: the grain counts more for us than
+	// we commit (a shrink to confirm, connections closed since), or we have
+	// had a block or more of our grant to spare since the latest call.
+	gap := r.lease / 6
+	if now.Before(r.eagerTill) {
+		gap = p.minGap
 	}
-	return false
+	spare := r.grainCounts() > max(has, r.held) || want+p.block <= r.grant
+	return spare && now.Sub(r.sentAt) >= gap
 }
 
 // begin starts a call at now and returns its request.
@@ -162,9 +174,13 @@ func (r *routeShare) begin(now time.Time, p *params, node nodeID) shareRequest {
 		Budget: p.budget,
 		Has:    r.has(now),
 		Held:   r.held,
-		Want:   r.want(now, p),
+		Want:   max(r.peak, r.want(now, p)),
+	}
+	if r.released {
+		req.Want = 0
 	}
 	r.sentHas, r.sentHeld = req.Has, req.Held
+	r.peak = r.want(now, p)
 	return req
 }
 
