@@ -135,7 +135,7 @@ func (a *keeperActor) step(ctx actor.Context, r *routeShare, now time.Time) {
 		a.cfg.OnRenewal(Renewal{Route: r.route, Took: now.Sub(sentAt), Err: fmt.Errorf("%w (after %v)", ErrCallTimeout, a.p.callTimeout)})
 	}
 	if r.due(now, &a.p) {
-		a.call(ctx, r.begin(now, &a.p, a.node(ctx)))
+		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
 	}
 	if a.releasing {
 		return
@@ -194,7 +194,7 @@ func (a *keeperActor) onRelease(ctx actor.Context, m *releaseRequest) {
 		}
 		r.released = true
 		r.inFlight = false // an answer to an earlier call no longer matters
-		a.call(ctx, r.begin(now, &a.p, a.node(ctx)))
+		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
 	}
 	close(m.done)
 }

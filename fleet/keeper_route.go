@@ -160,8 +160,9 @@ func (r *routeShare) due(now time.Time, p *params) bool {
 	return spare && now.Sub(r.sentAt) >= gap
 }
 
-// begin starts a call at now and returns its request.
-func (r *routeShare) begin(now time.Time, p *params, node nodeID) shareRequest {
+// begin starts a call at now and returns its request; floor is the floor
+// share the keeper would enforce for a route on its floor.
+func (r *routeShare) begin(now time.Time, p *params, node nodeID, floor int) shareRequest {
 	r.seq++
 	r.inFlight = true
 	r.running++
@@ -175,6 +176,9 @@ func (r *routeShare) begin(now time.Time, p *params, node nodeID) shareRequest {
 		Has:    r.has(now),
 		Held:   r.held,
 		Want:   max(r.peak, r.want(now, p)),
+	}
+	if share, onFloor := r.share(now, floor); onFloor && !r.released {
+		req.Floor = share
 	}
 	if r.released {
 		req.Want = 0

@@ -37,10 +37,10 @@ func TestRouteShareReportsItsPeakDemandSinceTheLastCall(t *testing.T) {
 	r.usage(t0, 0, 0, 9)
 	r.due(t0, p)
 	r.usage(t0, 2, 2, 0) // a quiet instant just before the call
-	if req := r.begin(t0, p, node("a")); req.Want != 10 {
+	if req := r.begin(t0, p, node("a"), 0); req.Want != 10 {
 		t.Fatalf("call wants %d, want the peak 10", req.Want)
 	}
-	if req := r.begin(t0, p, node("a")); req.Want != 1 {
+	if req := r.begin(t0, p, node("a"), 0); req.Want != 1 {
 		t.Fatalf("next call wants %d, want the quiet 1", req.Want)
 	}
 }

@@ -21,9 +21,16 @@ import (
 // A new ledger starts in safe mode for one lease length: a previous activation
 // of the grain (on a member that died, or that the grain moved away from) may
 // have granted leases that nobody has reported yet. While in safe mode a node
-// gets at most what it reports it has, so the sum of grants cannot grow; once
-// one lease length has passed, every lease the previous activation granted has
-// either expired or been reported here.
+// gets at most what it may use when it asks: the lease it has, or the floor it
+// fell to when its lease expired while the grain could not be reached. So no
+// node grows and the sum of grants cannot exceed the budget: the leases came
+// from the previous activation's budget, and floors (Budget / members by
+// default) add up to no more than the budget. Once one lease length has
+// passed, every lease the previous activation granted has either expired or
+// been reported here. Granting floors in safe mode matters when a grain's host
+// dies: the others' leases often expire before the member provider notices,
+// and a safe mode that granted only leases would cut them from their floors
+// to nothing for a lease length.
 type ledger struct {
 	lease     time.Duration
 	safeUntil time.Time
@@ -80,7 +87,7 @@ func (l *ledger) apply(now time.Time, r shareRequest) (shareResponse, []nodeID) 
 	resp := shareResponse{Budget: budget, Lease: l.lease}
 	safe := now.Before(l.safeUntil)
 	if safe {
-		grant = min(grant, r.Has)
+		grant = min(grant, max(r.Has, r.Floor))
 		resp.Safe = l.safeUntil.Sub(now)
 	}
 	h.grant = grant

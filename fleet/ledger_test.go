@@ -116,3 +116,15 @@ func TestLedgerUsesTheSmallestBudgetAnyNodeAsksFor(t *testing.T) {
 		t.Fatalf("got %+v, want budget 4 and grant 2", resp)
 	}
 }
+
+func TestLedgerInSafeModeGrantsANodeOnItsFloorThatFloor(t *testing.T) {
+	l := newLedger(t0, testLease)
+	req := shareRequest{Route: "r", Node: node("a"), Seq: 1, Budget: 12, Has: 0, Held: 4, Want: 10, Floor: 4}
+	if resp, _ := l.apply(t0.Add(time.Second), req); resp.Grant != 4 {
+		t.Fatalf("got %+v, want the floor 4", resp)
+	}
+	req.Seq, req.Floor = 2, 0
+	if resp, _ := l.apply(t0.Add(time.Second), req); resp.Grant != 0 {
+		t.Fatalf("off the floor, no lease: got %+v, want 0", resp)
+	}
+}

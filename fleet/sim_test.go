@@ -123,7 +123,7 @@ func (s *sim) describe() string {
 func (s *sim) step(n *simNode) {
 	n.r.abandon(s.now, &s.p)
 	if n.r.due(s.now, &s.p) {
-		s.send(n, n.r.begin(s.now, &s.p, n.id))
+		s.send(n, n.r.begin(s.now, &s.p, n.id, 0))
 	}
 	s.enforce(n)
 }

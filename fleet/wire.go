@@ -43,6 +43,10 @@ type shareRequest struct {
 	Has  int
 	Held int // connections the node holds now (open and dialing)
 	Want int // the share the node would like (its demand plus headroom)
+	// Floor is the floor share the node enforces now because its lease
+	// expired while the grain could not be reached; 0 when it is not on its
+	// floor. A grain in safe mode may grant it that much (see ledger).
+	Floor int
 }
 
 // shareResponse is the grain's answer to a shareRequest.
@@ -77,6 +81,7 @@ func (r shareRequest) proto() *structpb.Struct {
 		"has":     structpb.NewNumberValue(float64(r.Has)),
 		"held":    structpb.NewNumberValue(float64(r.Held)),
 		"want":    structpb.NewNumberValue(float64(r.Want)),
+		"floor":   structpb.NewNumberValue(float64(r.Floor)),
 	}}
 }
 
@@ -197,6 +202,7 @@ func decodeShareRequest(s *structpb.Struct) (shareRequest, error) {
 		Has:    f.count("has"),
 		Held:   f.count("held"),
 		Want:   f.count("want"),
+		Floor:  f.count("floor"),
 	}
 	if f.err == nil && (r.Route == "" || r.Node.ID == "") {
 		f.err = fmt.Errorf("%w: ShareRequest without route or node", ErrBadMessage)

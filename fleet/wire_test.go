@@ -24,7 +24,7 @@ func roundTrip(t *testing.T, s *structpb.Struct) *structpb.Struct {
 }
 
 func TestWireMessagesSurviveProtobufMarshalling(t *testing.T) {
-	req := shareRequest{Route: "http://10.0.0.1:8080", Node: nodeID{"127.0.0.1:4000", "fleet-keeper$1"}, Seq: 1 << 40, Budget: 300, Has: 7, Held: 9, Want: 12}
+	req := shareRequest{Route: "http://10.0.0.1:8080", Node: nodeID{"127.0.0.1:4000", "fleet-keeper$1"}, Seq: 1 << 40, Budget: 300, Has: 7, Held: 9, Want: 12, Floor: 3}
 	gotReq, err := decodeShareRequest(roundTrip(t, req.proto()))
 	if err != nil || gotReq != req {
 		t.Fatalf("request: got %+v, %v; want %+v", gotReq, err, req)
