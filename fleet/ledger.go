@@ -93,14 +93,19 @@ func (l *ledger) apply(now time.Time, r shareRequest) (shareResponse, []nodeID) 
 	h.grant = grant
 	resp.Grant = grant
 
+	// A node granted less than it wants should not ask again at once: not
+	// before safe mode ends, else not before others had time to give some
+	// back. A nudge brings it back earlier when the ledger frees budget.
 	var nudge []nodeID
-	if short := grant < min(h.want, h.target); short {
+	if grant < h.want {
+		resp.RetryAfter = l.lease / 8
 		if safe {
 			resp.RetryAfter = resp.Safe
-		} else {
-			resp.RetryAfter = l.lease / 8
-			nudge = l.nudgeWhere(now, key, func(o *holder) bool { return o.committed() > o.target })
 		}
+	}
+	if !safe && grant < min(h.want, h.target) {
+		// Short of its fair share: the nodes above theirs must shrink.
+		nudge = l.nudgeWhere(now, key, func(o *holder) bool { return o.committed() > o.target })
 	}
 	if !safe && l.committed() < before {
 		more := l.nudgeWhere(now, key, func(o *holder) bool { return o.grant < min(o.want, o.target) })

@@ -43,6 +43,7 @@ func (q *simQueue) Pop() any {
 }
 
 type simNode struct {
+	calls   int // grain calls begun
 	id      nodeID
 	r       *routeShare
 	held    int // connections really open (the invariant counts these)
@@ -123,6 +124,7 @@ func (s *sim) describe() string {
 func (s *sim) step(n *simNode) {
 	n.r.abandon(s.now, &s.p)
 	if n.r.due(s.now, &s.p) {
+		n.calls++
 		s.send(n, n.r.begin(s.now, &s.p, n.id, 0))
 	}
 	s.enforce(n)
@@ -270,9 +272,18 @@ func TestSimulatedFleetNeverExceedsTheBudgetUnderFaults(t *testing.T) {
 			s.faults = false
 			for _, n := range s.nodes {
 				n.demand = 2 * s.budget
+				n.calls = 0
 				s.report(n)
 			}
-			s.run(s.now.Add(20 * time.Second))
+			const calm = 20 * time.Second
+			s.run(s.now.Add(calm))
+			for _, n := range s.nodes {
+				// Renewals every lease/3, retries every lease/8 while short:
+				// about 4 a second at most, not a storm.
+				if limit := int(calm / (testLease / 12)); n.calls > limit {
+					t.Errorf("%s made %d grain calls in %v of calm, want at most %d", n.id.ID, n.calls, calm, limit)
+				}
+			}
 			sum := 0
 			for _, n := range s.nodes {
 				share, _ := n.r.share(s.now, 0)
