@@ -156,7 +156,7 @@ func TestProcessesHoldTheBudgetWhenTheGrainsHostIsKilled(t *testing.T) {
 		p, err := fleettest.StartProcess(name, memberBin, []string{
 			"-etcd", etcd.Endpoint(), "-cluster", cluster, "-budget", fmt.Sprint(budget),
 			"-upstream", up.Addr(), "-callers", "10", "-v",
-		}, w.events, logs)
+		}, nil, w.events, logs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -30,11 +31,13 @@ type Process struct {
 	err    error // of cmd.Wait, set before exited closes
 }
 
-// StartProcess starts bin with args, forwarding each Event it writes to events
-// (the driver must keep reading it until the process has exited or it called
-// Kill or Stop) and its stderr to stderr.
-func StartProcess(name, bin string, args []string, events chan<- ProcessEvent, stderr io.Writer) (*Process, error) {
+// StartProcess starts bin with args and, added to this process's
+// environment, env; it forwards each Event the process writes to events (the
+// driver must keep reading it until the process has exited or it called Kill
+// or Stop) and its stderr to stderr.
+func StartProcess(name, bin string, args, env []string, events chan<- ProcessEvent, stderr io.Writer) (*Process, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
