@@ -40,7 +40,7 @@ func testLogger() *slog.Logger {
 // inProcess is a cluster of members in this process, each with a keeper and
 // a pool, all against one upstream and one socket counter.
 type inProcess struct {
-	t        *testing.T
+	t        testing.TB
 	budget   int
 	agent    *test.InMemAgent
 	upstream *fleettest.Upstream
@@ -67,7 +67,7 @@ type memberSpec struct {
 	floor   int
 }
 
-func startInProcess(t *testing.T, budget int, specs ...memberSpec) *inProcess {
+func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 	t.Helper()
 	up, err := fleettest.NewUpstream(2 * time.Millisecond)
 	if err != nil {
@@ -257,6 +257,15 @@ func TestClusterOfThreeNeverExceedsTheBudgetUnderLoad(t *testing.T) {
 	a, b, c := f.members[0], f.members[1], f.members[2]
 	took := f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{a: 4, b: 4, c: 4}))
 	t.Logf("fair shares (4 each) held %v after the load started", took.Round(time.Millisecond))
+	for _, m := range f.members {
+		s, err := m.keeper.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Members != 3 || s.Floor != 4 {
+			t.Errorf("member %d sees %d members, floor %d; want 3 and 12/3", m.i, s.Members, s.Floor)
+		}
+	}
 	f.serveMore(300, a, b, c)
 	if s := f.members[0].pool.Stats(); s.Share != 4 {
 		t.Errorf("member 0 share %d after more load, want it to stay 4", s.Share)
@@ -349,5 +358,33 @@ func logRenewals(t *testing.T, f *inProcess) {
 		for _, r := range s.Routes {
 			t.Logf("member %d: share %d, %d renewals (last took %v), %d failures, grain sees %d nodes", m.i, r.Share, r.Renewals, r.LastRenewal, r.Failures, r.Nodes)
 		}
+	}
+}
+
+// BenchmarkGrainCall measures one ShareRequest to the budget grain through
+// cluster.Request, from the member that hosts the grain and from another.
+func BenchmarkGrainCall(b *testing.B) {
+	f := startInProcess(b, 1000, memberSpec{}, memberSpec{}, memberSpec{})
+	route := "http://10.0.0.1:8080"
+	if _, err := fleet.CallGrain(f.members[0].c, route, "bench-warm", 1); err != nil {
+		b.Fatal(err)
+	}
+	host := f.host()
+	for _, bc := range []struct {
+		name string
+		m    *inMember
+	}{
+		{"local", f.members[host]},
+		{"remote", f.members[(host+1)%3]},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			node := "bench-" + bc.name
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, err := fleet.CallGrain(bc.m.c, route, node, uint64(i+1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,8 +80,8 @@ type Keeper struct {
 	done     chan struct{} // closed when the actor has stopped
 	stopping atomic.Bool   // call goroutines check it before reporting back
 	stopOnce sync.Once
-	// workers owns every goroutine the keeper starts: the ticker, the grain
-	// calls and the first member count. Stop waits for them.
+	// workers owns every goroutine the keeper starts: the ticker and the
+	// grain calls. Stop waits for them.
 	workers sync.WaitGroup
 }
 
@@ -165,15 +166,10 @@ func start(cfg Config) *Keeper {
 	if cfg.Cluster != nil {
 		k.sub = sys.EventStream.Subscribe(func(evt any) {
 			if t, ok := evt.(*cluster.ClusterTopology); ok {
-				sys.Root.Send(k.pid, &membersSeen{n: len(t.Members)})
+				sys.Root.Send(k.pid, &membersSeen{n: withKind(t.Members)})
 			}
 		})
-		c := cfg.Cluster
-		k.workers.Go(func() {
-			if n, ok := memberCount(c); ok && !k.stopping.Load() {
-				sys.Root.Send(k.pid, &membersSeen{n: n, first: true})
-			}
-		})
+		sys.Root.Send(k.pid, &membersSeen{n: memberCount(cfg.Cluster), first: true})
 	}
 	if !cfg.noTicker {
 		k.workers.Go(func() {
@@ -192,23 +188,37 @@ func start(cfg Config) *Keeper {
 	return k
 }
 
-// memberCount asks the gossip actor for this member's view of the topology:
-// reading MemberList directly races with its updates (see RACES.md). It blocks
-// for up to the cluster's TimeoutTime.
-func memberCount(c *cluster.Cluster) (int, bool) {
-	state, err := c.Gossip.GetState(cluster.TopologyKey)
-	if err != nil {
-		return 0, false
+// memberCount counts the members that run the budget grain's kind, as this
+// member sees them now. MemberList.GetActivatorMember reads under the member
+// list's lock and goes round-robin over those members, so calls in a row name
+// each once before the first comes back. Reading MemberList.Members, or the
+// topology in Gossiper.GetState's answer, would race with topology updates
+// (RACES.md). It does not block.
+func memberCount(c *cluster.Cluster) int {
+	first := c.MemberList.GetActivatorMember(KindName, "")
+	if first == "" {
+		return 0
 	}
-	kv := state[c.ActorSystem.ID]
-	if kv == nil || kv.Value == nil {
-		return 0, false
+	seen := map[string]bool{first: true}
+	for range 1 << 12 {
+		a := c.MemberList.GetActivatorMember(KindName, "")
+		if a == "" || a == first {
+			break
+		}
+		seen[a] = true
 	}
-	var t cluster.ClusterTopology
-	if kv.Value.UnmarshalTo(&t) != nil {
-		return 0, false
+	return len(seen)
+}
+
+// withKind counts the members that run the budget grain's kind.
+func withKind(members []*cluster.Member) int {
+	n := 0
+	for _, m := range members {
+		if slices.Contains(m.Kinds, KindName) {
+			n++
+		}
 	}
-	return len(t.Members), true
+	return n
 }
 
 // PID is the keeper actor's PID: the supervisor sends UsageReported to it.

@@ -82,8 +82,8 @@ type callEnded struct {
 }
 
 // membersSeen is sent to the keeper by its topology subscription and, with
-// first set, by the goroutine that reads the member count at start (which
-// loses to any topology event). No reply.
+// first set, by New with the count it read at start (which loses to any
+// topology event: it may have been read before the event's change). No reply.
 type membersSeen struct {
 	n     int
 	first bool

@@ -155,7 +155,7 @@ func TestProcessesHoldTheBudgetWhenTheGrainsHostIsKilled(t *testing.T) {
 		name := fmt.Sprintf("node%d", i+1)
 		p, err := fleettest.StartProcess(name, memberBin, []string{
 			"-etcd", etcd.Endpoint(), "-cluster", cluster, "-budget", fmt.Sprint(budget),
-			"-upstream", up.Addr(), "-callers", "10", "-v",
+			"-upstream", up.Addr(), "-callers", "16", "-v",
 		}, nil, w.events, logs)
 		if err != nil {
 			t.Fatal(err)
@@ -204,6 +204,22 @@ func TestProcessesHoldTheBudgetWhenTheGrainsHostIsKilled(t *testing.T) {
 		served[n] = w.last[n].Served
 	}
 	w.until("more served by the survivors", 60*time.Second, w.all(survivors, func(n string, e fleettest.Event) bool { return e.Served >= served[n]+200 }))
+
+	// Now a member that does not host the grain dies: its lease runs out at
+	// the grain, which gives the last member everything.
+	newHost := w.hosts[len(w.hosts)-1]
+	victim := survivors[0]
+	if victim == newHost {
+		victim = survivors[1]
+	}
+	procs[victim].Kill()
+	delete(procs, victim)
+	last := []string{newHost}
+	alone := w.until("the whole budget at the last member", 30*time.Second, w.all(last, func(_ string, e fleettest.Event) bool {
+		return e.Share == budget && e.Held == budget && !e.OnFloor && !e.Safe
+	}))
+	t.Logf("killed %s (not the grain's host); %s held the whole budget on a lease %v later", victim, newHost, alone.Round(time.Millisecond))
+	survivors = last
 
 	const grace = 250 * time.Millisecond
 	s := up.Stats()
