@@ -1,0 +1,112 @@
+// Package fleet shares a connection budget per route across the nodes of a
+// protoactor cluster: N nodes together never hold more than the budget to one
+// upstream (issue 15). Leases stay local: each node holds a share of the
+// budget and asks for more, or gives some back, in the background; the
+// request path sends no cluster message.
+//
+// # Parts
+//
+// The budget grain (Kind, KindName) is a virtual actor, one per route, whose
+// identity is the route key as route.Key.String() spells it
+// ("http://10.0.0.1:8080"), found through protoactor's disthash identity
+// lookup. It divides the route's budget among the nodes that ask, max-min fair
+// by demand (a node that waits gets more, an idle one gives back what it does
+// not use), and grants each share as a lease of DefaultLease (3 s), in the
+// manner of Google's Doorman. Its messages cross the cluster as protobuf
+// (google.protobuf.Struct, see wire.go): no generated code.
+//
+// The keeper (New, Keeper) is one node's side: an actor in the cluster's actor
+// system that learns the node's demand per route from the supervisor
+// (UsageReported), asks the route's grain for a share on demand, in blocks,
+// and renews every third of a lease, each call on its own goroutine with its
+// own deadline (Config.CallTimeout), and tells the supervisor every change of
+// a share (ShareChanged).
+//
+// # The contract with the supervisor
+//
+// Two messages, both without reply, both sent with actor.Context.Send or
+// RootContext.Send inside one actor system:
+//
+//   - *UsageReported{Route, Held, Idle, Waiting}: supervisor -> keeper
+//     (Keeper.PID), whenever a route's demand changes: Held = connections open
+//     plus dials in flight, Idle = the idle part of Held, Waiting = callers
+//     queued for a connection. It costs the supervisor one Send (about 100 ns)
+//     and the keeper a few hundred nanoseconds; a supervisor may coalesce.
+//   - *ShareChanged{Route, Share, Budget}: keeper -> Config.Supervisor,
+//     whenever this node's share of a route changes. Every route starts at
+//     share 0. The supervisor never lets the route hold more than Share
+//     connections (dials count); when Share shrinks it closes idle connections
+//     above it and opens none until under it; it never cuts a request in
+//     flight.
+//
+// A route's first connection waits for the first grant: a grain round trip
+// (tens of microseconds on the same member, a few hundred across members), or
+// up to one lease when the grain is new (see Safe mode).
+//
+// # Integration into connactor (phase 2)
+//
+//  1. client.FleetKind() returns Kind(). The embedding service registers it on
+//     every member: cluster.Configure(name, provider, disthash.New(), remoteCfg,
+//     cluster.WithKinds(client.FleetKind())).
+//  2. client.New, when Config.Cluster != nil and Config.FleetMaxConnsPerRoute >
+//     0: after spawning the supervisor, New(Config{Cluster: cfg.Cluster, Budget:
+//     cfg.FleetMaxConnsPerRoute, Supervisor: supervisorPID, Logger: ...,
+//     OnRenewal: the telemetry hook}), and hand Keeper.PID() to the supervisor.
+//     The client's actor system must be the cluster's (Config.System =
+//     Cluster.ActorSystem, or nil and taken from the cluster).
+//  3. The supervisor sends UsageReported on every change of a route's counts,
+//     and enforces ShareChanged in its permit grants: a dial for a route is
+//     permitted only while open+dialing < min(MaxConnsPerRoute, share).
+//  4. RouteStats.FleetShare is the last ShareChanged.Share of the route.
+//     Keeper.Snapshot gives each route's share, grant, budget, lease left and
+//     renewal latency, consistently, for Stats and the status page;
+//     Config.OnRenewal gives each grain call's duration for an OTel histogram
+//     (telemetry/ creates the instrument; fleet only reports numbers).
+//  5. Close and Shutdown: close the connections, send UsageReported with Held
+//     0, then Keeper.Stop(ctx), which gives the shares back at once. Do it
+//     before the embedding service shuts its cluster down.
+//
+// # Safety
+//
+// The grain keeps, per node, max(grant, the share the node reported it
+// enforces, the connections it reported holding), and grants only within the
+// budget minus the other nodes' counts. A node shrinks only once it got the
+// smaller grant, and the grain counts the old share until the node's next
+// request confirms it, so a lost or late answer can only make the grain count
+// too much. Nodes count a lease from when they sent the request, less a tenth;
+// the grain counts it from when it got it. Answers to calls that a newer call
+// overtook are dropped at both ends (sequence numbers).
+//
+// Safe mode: a grain re-activated on another member (its host died or left;
+// its state is lost) may not know leases its previous activation granted. For
+// one lease it grants no node more than the lease it reports, or the floor it
+// reports enforcing; after that every old lease has expired or been reported.
+// So the sum of shares stays within the budget during a move. A new route's
+// grain is in safe mode too: the first grant of a route comes up to one lease
+// after its first use.
+//
+// When the cluster cannot be reached, a node keeps its lease until it expires,
+// then falls back to Config.Floor (default Budget / members it sees). A node
+// that dies gives its share back when its lease expires at the grain (within a
+// lease); one that stops with Keeper.Stop gives it back at once.
+//
+// Limits: floors above 0 trade the budget for availability while the fleet is
+// split (the unreachable nodes' floors add to the others' leases); Floor < 0
+// keeps the budget at the cost of availability. disthash has no fencing: if
+// members disagree on the topology for longer than a lease, two activations
+// of one grain can each grant the whole budget. Nodes that ask with different
+// budgets get the smallest.
+//
+// # Tests
+//
+// sim_test.go runs keepers and grains on a fake clock under message loss,
+// reordering, abandoned calls and grain moves, and checks the budget after
+// every event. The in-process cluster tests (cluster_test.go) run only
+// without the race detector, as protoactor's cluster has data races of its
+// own (RACES.md):
+//
+//	go test -count=1 -run '^TestCluster' ./fleet/
+//
+// The multi-process test (process_test.go) runs with it: its three member
+// processes are built without.
+package fleet

@@ -1,0 +1,138 @@
+package fleettest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// EtcdPath returns the etcd server binary (Debian's etcd-server installs
+// /usr/bin/etcd), or "" when there is none.
+func EtcdPath() string {
+	if p, err := exec.LookPath("etcd"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
+		return "/usr/bin/etcd"
+	}
+	return ""
+}
+
+// Etcd is a single-member etcd server on 127.0.0.1 ports, its data in a
+// directory of its own.
+type Etcd struct {
+	cmd      *exec.Cmd
+	endpoint string
+	exited   chan struct{}
+}
+
+// StartEtcd starts bin with its data under dir, its client and peer URLs on
+// free 127.0.0.1 ports, its logs (errors only) to logw, and waits until it
+// answers /health, for at most 30 s.
+func StartEtcd(bin, dir string, logw io.Writer) (*Etcd, error) {
+	var err error
+	for range 3 { // a port picked free can be taken before etcd binds it
+		var e *Etcd
+		if e, err = startEtcd(bin, dir, logw); err == nil {
+			return e, nil
+		}
+	}
+	return nil, err
+}
+
+func startEtcd(bin, dir string, logw io.Writer) (*Etcd, error) {
+	client, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	peer, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	clientURL := "http://127.0.0.1:" + client
+	peerURL := "http://127.0.0.1:" + peer
+	data, err := os.MkdirTemp(dir, "etcd-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin,
+		"--name", "fleet",
+		"--data-dir", filepath.Join(data, "data"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "fleet="+peerURL,
+		"--logger", "zap", "--log-level", "error",
+	)
+	cmd.Stdout, cmd.Stderr = logw, logw
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	e := &Etcd{cmd: cmd, endpoint: "127.0.0.1:" + client, exited: make(chan struct{})}
+	go func() { // owned by e: Stop waits for exited
+		_ = cmd.Wait()
+		close(e.exited)
+	}()
+	if err := e.waitHealthy(30 * time.Second); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Etcd) waitHealthy(within time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.endpoint+"/health", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), `"health":"true"`) {
+				return nil
+			}
+		}
+		select {
+		case <-e.exited:
+			return errors.New("fleettest: etcd exited before it was healthy")
+		case <-ctx.Done():
+			return fmt.Errorf("fleettest: etcd not healthy within %v", within)
+		case <-tick.C:
+		}
+	}
+}
+
+// Endpoint is the client endpoint, host:port.
+func (e *Etcd) Endpoint() string { return e.endpoint }
+
+// Stop ends etcd (SIGTERM, then SIGKILL after 5 s) and waits for it.
+func (e *Etcd) Stop() error {
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(5 * time.Second):
+		_ = e.cmd.Process.Kill()
+		<-e.exited
+	}
+	return nil
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	return port, err
+}
