@@ -13,6 +13,9 @@ CONNBENCH = cmd/connbench
 test: vet
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd $(CONNBENCH) && $(GO) test -race -count=1 -timeout 10m ./...
+	@# protoactor's cluster races with itself under -race (fleet/RACES.md): the
+	@# in-process cluster tests are built without it (//go:build !race).
+	$(GO) test -count=1 -timeout 5m -run '^TestCluster' ./fleet/
 
 vet:
 	$(GO) vet ./...
