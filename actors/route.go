@@ -2,14 +2,17 @@ package actors
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -84,6 +87,15 @@ type connState struct {
 	served    int
 	idleIdx   int        // position in route.idle while idle
 	dial      DialTiming // reported with the first lease only
+	netConn   net.Conn
+	tlsState  *tls.ConnectionState
+
+	// HTTP/2 (h2 != nil): the connection is leased while it carries streams
+	// and idle (on the idle list) while it carries none.
+	h2       *h2.Conn
+	limit    int  // streams the connection takes (its peer's and the local cap)
+	streams  int  // streams leased
+	draining bool // takes no new stream; closes when its last one ends
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -108,6 +120,9 @@ type Route struct {
 	closed                  bool
 	freshWaiters            int
 	roomWanted              bool // the supervisor wants freed connections closed (RoomWanted)
+	h2Possible              bool // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
+	proto                   proto
+	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
 	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
 	dialsFailing            bool // the last dial failed; logged once per change
 
@@ -138,10 +153,12 @@ type queuedAt struct {
 // NewRoute returns the producer of the route actor for k, reporting to sup.
 func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
 	return func() actor.Actor {
-		return &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
+		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
 			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
+		r.h2Possible, r.strict = h2Possible(k, cfg)
+		return r
 	}
 }
 
@@ -168,6 +185,12 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
+	case *conn.StreamsChanged:
+		r.onStreamsChanged(ctx, m)
+	case *conn.DrainStarted:
+		r.onDrainStarted(ctx, m)
+	case *conn.H2Closed:
+		r.onH2Closed(ctx, m)
 	case *EvictIdleRequest:
 		r.onEvictIdle(ctx)
 		return // answered after publishing (see onEvictIdle)
@@ -208,9 +231,16 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if m.Ticket.Done() {
 		return // gave up before we got to it; its LeaseCancelled follows
 	}
-	// An idle connection goes to this caller only if nobody who can take it
-	// queued earlier (fresh waiters cannot take a re-used connection).
+	// An idle connection, or a free stream, goes to this caller only if nobody
+	// who can take it queued earlier (fresh waiters cannot take a re-used
+	// connection).
 	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
+		if cs := r.h2WithRoom(m.Avoid); cs != nil {
+			if !r.grant(m, cs, queuedAt{}) {
+				r.available(ctx, cs, r.cfg.Now())
+			}
+			return
+		}
 		if cs := r.popIdle(ctx); cs != nil {
 			if !r.grant(m, cs, queuedAt{}) {
 				r.available(ctx, cs, r.cfg.Now()) // cancelled meanwhile: back it goes
@@ -249,6 +279,9 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 	if l, ok := m.Ticket.Returned(); ok {
 		if cs := r.conns[l.ConnID]; cs != nil && cs.phase == phaseLeased {
 			// Untouched: it goes back as it was, keeping its idle caps.
+			if cs.h2 != nil {
+				cs.streams--
+			}
 			r.available(ctx, cs, r.cfg.Now())
 		}
 	}
@@ -291,6 +324,10 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	if cs == nil || cs.phase != phaseLeased {
 		return // closed meanwhile (client close)
 	}
+	if cs.h2 != nil {
+		r.streamEnded(ctx, cs)
+		return
+	}
 	cs.served++
 	now := r.cfg.Now()
 	if m.Stale {
@@ -320,6 +357,10 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 // connection is closed at once: it would be the least recently used idle
 // connection anyway.
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
+	if cs.h2 != nil {
+		r.availableH2(ctx, cs, now)
+		return
+	}
 	fresh := cs.served == 0
 	for {
 		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh })
@@ -356,9 +397,15 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 		waited = now.Sub(q.at)
 	}
 	lease := Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial}
+		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.h2}
 	if !w.Ticket.Deliver(lease) {
 		return false
+	}
+	if cs.h2 != nil {
+		cs.streams++
+		if cs.idleIdx >= 0 {
+			r.removeIdle(cs)
+		}
 	}
 	if q.pos > 0 {
 		r.recentWaits.add(Wait{At: now, Waited: waited, QueuePos: q.pos})

@@ -19,6 +19,10 @@ func (r *Route) wantConns(ctx actor.Context) {
 	if r.closed {
 		return
 	}
+	if r.dialsH2() {
+		r.wantH2Conns(ctx)
+		return
+	}
 	maxDials := r.cfg.MaxDialsPerRoute
 	if maxDials <= 0 {
 		maxDials = r.cfg.MaxConnsPerRoute
@@ -79,6 +83,11 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	cs.phase = phaseIdle // not on the idle list yet: available decides
 	cs.abort = m.Abort
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
+	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
+	r.proto = protoH1
+	if m.H2 != nil {
+		cs.h2, cs.limit, r.proto = m.H2, m.Streams, protoH2
+	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, m.Took)
 	r.available(ctx, cs, r.cfg.Now())

@@ -1,11 +1,14 @@
 package actors
 
 import (
+	"crypto/tls"
+	"net"
 	"net/http/httptrace"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
 )
 
@@ -25,6 +28,10 @@ type LeaseRequest struct {
 	Ticket *wait.Ticket[Lease]
 	Fresh  bool
 	Trace  *httptrace.ClientTrace
+	// Avoid names a connection not to lease a stream on (0 = none): the
+	// HTTP/2 connection that just refused this request (GOAWAY,
+	// REFUSED_STREAM), whose drain the route may not know of yet.
+	Avoid uint64
 }
 
 // LeaseCancelled is sent by the front door to the route actor after it
@@ -49,6 +56,14 @@ type Lease struct {
 	Waited   time.Duration // how long the request waited in the route's queue
 	QueuePos int           // its position in the queue on arrival (1 = first); 0 = served at once
 	Dial     DialTiming    // the connection's dial, on its first lease only
+	// NetConn is the connection (httptrace's GotConnInfo.Conn), TLSState its
+	// TLS state (resp.TLS; nil on plain TCP). Shared, read-only.
+	NetConn  net.Conn
+	TLSState *tls.ConnectionState
+	// H2 is set when the lease is a stream of an HTTP/2 connection: the
+	// holder calls H2.RoundTrip on its own goroutine instead of sending an
+	// ExchangeRequest, and sends Released when the stream is over.
+	H2 *h2.Conn
 }
 
 // DialTiming says how long a connection's dial took (Took), of which TCP
@@ -125,6 +140,7 @@ type RouteStatsResponse struct {
 	FailFastUntil               time.Time
 	FailedFast                  uint64        // callers failed fast while the breaker was open
 	LearnedIdle                 time.Duration // the server's idle timeout as learned (0 = none)
+	Streams                     int           // HTTP/2 streams leased on the route's connections
 	ClosedBy                    map[string]uint64
 	RecentCloses                []ClosedConn  // newest first, at most 16
 	RecentWaits                 []Wait        // leases that queued, newest first, at most 16

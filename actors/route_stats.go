@@ -44,8 +44,8 @@ func (r *Route) stats() RouteStatsResponse {
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
 		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
 		QueueFull: r.queueFull, FailFast: r.breaker.state.String(), FailedFast: r.breaker.rejected,
-		LearnedIdle: r.learner.learned(r.cfg.Now()),
-		ClosedBy:    by, OldestLease: oldestAge,
+		LearnedIdle: r.learner.learned(r.cfg.Now()), Streams: r.streams(),
+		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}
 }

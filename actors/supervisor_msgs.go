@@ -87,4 +87,8 @@ const (
 	ReasonCloseIdle    CloseReason = "close_idle"   // Client.CloseIdleConnections
 	ReasonMaxRequests  CloseReason = "max_requests" // MaxRequestsPerConn served
 	ReasonLearnedIdle  CloseReason = "learned_idle" // idle close to the server's learned timeout
+
+	ReasonGoAway         CloseReason = "goaway"          // HTTP/2: the server's GOAWAY, after the last stream
+	ReasonRefusedStreams CloseReason = "refused_streams" // HTTP/2: the server refused two streams
+	ReasonPingTimeout    CloseReason = "ping_timeout"    // HTTP/2: the health check's PING went unanswered
 )

@@ -15,6 +15,13 @@ import (
 // path) from being hit by a storm of replays; the defaults are Finagle's and
 // Envoy's: 20% over 10 s, with a floor of 10 per second.
 //
+// A request whose HTTP/2 stream the server refused before processing it
+// (GOAWAY above its last stream id, REFUSED_STREAM) is replayed on another
+// connection up to three times whatever the budget, as the API promises that
+// such refusals never surface as errors: the server never processed it, so a
+// replay adds no work there and cannot amplify a load. These replays count in
+// the budget's window (they leave less room for the replays that can).
+//
 // The zero value is the default. Disabled turns the budget off: every safe
 // replay is made.
 type RetryBudget struct {
@@ -108,6 +115,15 @@ func (b *retryBudget) allow() bool {
 	b.current(sec).retries.Add(1)
 	b.allowed.Add(1)
 	return true
+}
+
+// spend counts a replay the budget must not refuse (see RetryBudget).
+func (b *retryBudget) spend() {
+	if b == nil {
+		return
+	}
+	b.current(b.now().Unix()).retries.Add(1)
+	b.allowed.Add(1)
 }
 
 // totals returns the replays allowed and refused so far.

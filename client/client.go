@@ -82,7 +82,11 @@ func New(cfg Config) (*Client, error) {
 	// routing remembers them here and the dial looks them up.
 	creds := &route.Credentials{}
 	c.routeOpt = route.Options{Proxy: cfg.Proxy, Credentials: creds}
+	alpn, h2c := cfg.alpn()
 	c.connOpt = conn.Options{
+		ALPN:                   alpn,
+		H2C:                    h2c,
+		HTTP2:                  cfg.HTTP2,
 		DialTimeout:            cfg.DialTimeout,
 		TLSConfig:              tlsCfg,
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,

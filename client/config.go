@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/actors"
+	"github.com/connactor/connactor/conn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -58,8 +59,9 @@ type Config struct {
 	RetryBudget RetryBudget
 
 	// Dialing. TLSConfig serves targets and https:// proxies alike (RootCAs,
-	// client certificates, ServerName, MinVersion); ALPN offers http/1.1 only,
-	// and a session cache is added when it has none, so new connections resume.
+	// client certificates, ServerName, MinVersion); its NextProtos are replaced
+	// by the protocols of Protocols (ALPN), and a session cache is added when it
+	// has none, so new connections resume.
 	// Proxy may return http://, https:// or socks5:// URLs: plain HTTP targets go
 	// through HTTP proxies as absolute-form requests, HTTPS targets through a
 	// CONNECT tunnel (a refusal is a *ProxyConnectError). User info in the URL is
@@ -68,6 +70,19 @@ type Config struct {
 	DialTimeout time.Duration                         // default 10s
 	TLSConfig   *tls.Config                           // nil = system roots, verification on
 	Proxy       func(*http.Request) (*url.URL, error) // nil = direct; http.ProxyFromEnvironment works
+
+	// Protocols the client may use (net/http's type). nil = HTTP/1 and HTTP/2:
+	// https routes offer h2 and http/1.1 by ALPN and use what the server picks;
+	// http routes use HTTP/1.1. SetUnencryptedHTTP2(true) without HTTP/1 means
+	// h2c with prior knowledge on http routes (not through an HTTP proxy).
+	// HTTP/1 only turns HTTP/2 off.
+	Protocols *http.Protocols
+	// HTTP2 tunes HTTP/2 connections (net/http's type): MaxConcurrentStreams is
+	// a local cap on streams per connection, StrictMaxConcurrentRequests makes
+	// callers wait for a stream instead of opening another connection,
+	// SendPingTimeout/PingTimeout are the health check (a connection that fails
+	// it closes with reason ping_timeout). nil = net/http's defaults.
+	HTTP2 *http.HTTP2Config
 
 	// Embedding and telemetry
 	System         *actor.ActorSystem   // nil = the client makes and owns its own
@@ -182,6 +197,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FailFastMaxCooldown < cfg.FailFastCooldown {
 		return bad("FailFastMaxCooldown (%v) is below FailFastCooldown (%v)", cfg.FailFastMaxCooldown, cfg.FailFastCooldown)
 	}
+	if p := cfg.Protocols; p != nil && !p.HTTP1() && !p.HTTP2() && !p.UnencryptedHTTP2() {
+		return bad("Protocols enables no protocol")
+	}
 	if err := cfg.RetryBudget.fill(); err != nil {
 		return bad("%v", err)
 	}
@@ -202,4 +220,15 @@ func (cfg *Config) expiryInterval() time.Duration {
 		d = cfg.MaxLifetime / 4
 	}
 	return max(10*time.Millisecond, min(d, time.Second))
+}
+
+// alpn returns the ALPN list of targets' TLS handshakes and whether http
+// routes speak h2c with prior knowledge.
+func (cfg *Config) alpn() (alpn []string, h2c bool) {
+	p := cfg.Protocols
+	if p == nil {
+		return conn.ALPNFor(true, true), false
+	}
+	h1 := p.HTTP1()
+	return conn.ALPNFor(h1, p.HTTP2() || !h1), p.UnencryptedHTTP2() && !h1
 }

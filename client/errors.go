@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 
+	"github.com/connactor/connactor/internal/errs"
+
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/route"
 )
@@ -33,7 +35,7 @@ import (
 // error that wraps it: through http.Client, url.Error.Timeout() and
 // os.IsTimeout report true. The message names the request's URL and how long
 // it waited.
-var ErrLeaseTimeout error = &timeoutError{"connactor: timed out waiting for a pooled connection"}
+var ErrLeaseTimeout = errs.Timeout("connactor: timed out waiting for a pooled connection", "lease_timeout")
 
 // ErrClosed is returned by every call on a client that is closed or shutting
 // down, and by requests that were waiting when it closed. It is returned
@@ -92,12 +94,6 @@ type ExchangeError = conn.ExchangeError
 // reach the target. The request was not sent.
 // errors.As(err, new(*client.ProxyConnectError)) gives the proxy's status.
 type ProxyConnectError = conn.ProxyConnectError
-
-type timeoutError struct{ msg string }
-
-func (e *timeoutError) Error() string   { return e.msg }
-func (e *timeoutError) Timeout() bool   { return true }
-func (e *timeoutError) Temporary() bool { return true }
 
 // notSentError marks err as a failure before anything was sent. It keeps err's
 // message and chain: errors.Is finds both err's sentinels and ErrNotSent.

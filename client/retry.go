@@ -32,6 +32,13 @@ func replayable(req *http.Request, err error) (*http.Request, bool) {
 	if ee.Written && !idempotent(req) {
 		return nil, false
 	}
+	return rewound(req)
+}
+
+// rewound returns req with its body from the start, for a replay: req itself
+// when it has no body, a copy with GetBody's body, or false when the body
+// cannot be had again.
+func rewound(req *http.Request) (*http.Request, bool) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return req, true
 	}

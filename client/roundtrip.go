@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
-	"time"
 
 	"github.com/connactor/connactor/actors"
-	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -109,10 +108,10 @@ func (c *Client) admit(l *waitLimit) error {
 // fresh connection when it failed on a re-used one and replaying is safe.
 func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telemetry.Request, retry func(error) bool) (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(l.ctx)
-	fresh := false
+	fresh, avoid := false, uint64(0)
 	for attempt := 0; ; attempt++ {
 		x := &exchange{c: c, tel: tel, trace: trace}
-		if err := x.lease(l, key, fresh); err != nil {
+		if err := x.lease(l, key, fresh, avoid); err != nil {
 			closeBody(req)
 			return nil, err
 		}
@@ -120,15 +119,20 @@ func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telem
 		if err == nil {
 			return resp, nil
 		}
-		if attempt == 0 && x.got.Reused {
-			if next, ok := replayable(req, err); ok {
-				if !c.budget.allow() {
-					tel.RetryRefused(err)
-				} else if retry == nil || retry(err) {
-					tel.Retry(err)
-					req, fresh = next, true
-					continue
-				}
+		if next, again := replay(req, err, x.got, attempt); again {
+			if x.got.H2 != nil {
+				c.budget.spend() // refused unprocessed: counted, never refused (see RetryBudget)
+				tel.Retry(err)
+				req, avoid = next, x.got.ConnID
+				continue
+			}
+			if !c.budget.allow() {
+				tel.RetryRefused(err)
+			} else if retry == nil || retry(err) {
+				tel.Retry(err)
+				req = next
+				fresh, avoid = x.got.H2 == nil, x.got.ConnID
+				continue
 			}
 		}
 		closeBody(req)
@@ -139,106 +143,25 @@ func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telem
 	}
 }
 
-// exchange is one attempt of one request: its lease, its exchange with the
-// connection actor and its release. One allocation holds the messages and the
-// ticket; none of them is changed after it is sent.
-type exchange struct {
-	c     *Client
-	tel   *telemetry.Request
-	trace *httptrace.ClientTrace
-	route *actors.RouteHandle
-	got   actors.Lease
+// maxStreamRetries bounds the replays of a request whose HTTP/2 streams are
+// refused (GOAWAY, REFUSED_STREAM) one connection after another.
+const maxStreamRetries = 3
 
-	ticket   wait.Ticket[actors.Lease]
-	leaseReq actors.LeaseRequest
-	exReq    conn.ExchangeRequest
-	released actors.Released
-}
-
-// lease obtains a connection of route key, waiting in the route's FIFO queue if
-// need be.
-func (x *exchange) lease(l *waitLimit, key route.Key, fresh bool) error {
-	c := x.c
-	if x.trace != nil && x.trace.GetConn != nil {
-		x.trace.GetConn(key.Addr())
-	}
-	h, err := c.routeFor(l, key)
-	if err != nil {
-		return err
-	}
-	x.route = h
-	x.ticket.ID = c.nextID.Add(1)
-	x.leaseReq = actors.LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace}
-	c.sys.Root.Send(h.PID, &x.leaseReq)
-	lease, err, why := await(l, &x.ticket, h.Done)
-	switch {
-	case why == byServerGone || errors.Is(err, actors.ErrRouteClosed):
-		if c.closing.Load() {
-			return ErrClosed
+// replay decides whether a failed attempt is sent again, and returns the
+// request to send: once, on a fresh connection, after a re-used HTTP/1.1
+// connection failed before any response byte (see replayable); up to
+// maxStreamRetries times, on another connection, after an HTTP/2 stream was
+// refused before the server processed it, whatever the method, if its body
+// can be sent again.
+func replay(req *http.Request, err error, got actors.Lease, attempt int) (*http.Request, bool) {
+	if got.H2 == nil {
+		if attempt == 0 && got.Reused {
+			return replayable(req, err)
 		}
-		c.routes.CompareAndDelete(key, h)
-		return notSent(fmt.Errorf("connactor: %w: %s, while waiting for a connection for %s", actors.ErrRouteFailed, key, l.target()))
-	case why != served:
-		// The route drops the waiter, and takes back a lease that crossed the
-		// cancel (Ticket.Returned).
-		c.sys.Root.Send(h.PID, &actors.LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
-		return l.waitErr(why, "a connection")
-	case errors.Is(err, actors.ErrQueueFull):
-		return fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",
-			ErrQueueFull, c.cfg.MaxPendingPerRoute, key, l.target())
-	case errors.Is(err, actors.ErrRouteUnavailable):
-		return &wrapped{err: fmt.Errorf("%w: %s, for %s", ErrRouteUnavailable, key, l.target()), cause: err}
-	case err != nil:
-		return dialError(key, err)
+		return nil, false
 	}
-	x.got = lease
-	if x.trace != nil && x.trace.GotConn != nil {
-		x.trace.GotConn(httptrace.GotConnInfo{Reused: lease.Reused, WasIdle: lease.IdleTime > 0, IdleTime: lease.IdleTime})
+	if attempt >= maxStreamRetries || !errors.Is(err, h2.ErrRefused) && !errors.Is(err, h2.ErrNoStream) {
+		return nil, false
 	}
-	x.tel.LeaseGranted(telemetry.LeaseInfo{Waited: lease.Waited, QueuePos: lease.QueuePos, Reused: lease.Reused,
-		IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS})
-	return nil
-}
-
-// exchange sends req on the leased connection and waits for the response head.
-// The connection actor runs the exchange on this goroutine and answers at once,
-// unless its mailbox was busy; a connection actor stopped with its route before
-// it saw the request never answers, which the route's Done tells.
-func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
-	reply := make(chan conn.ExchangeResponse, 1)
-	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, Reply: reply, Done: x.done}
-	x.c.sys.Root.Send(x.got.Conn, &x.exReq)
-	var r conn.ExchangeResponse
-	select {
-	case r = <-reply:
-	case <-x.route.Done:
-		// An answer sent before the connection stopped is already there.
-		select {
-		case r = <-reply:
-		default:
-			r.Err = &conn.ExchangeError{Op: "write", Reused: x.got.Reused, Err: actors.ErrRouteFailed}
-		}
-	}
-	if r.Err != nil {
-		x.release(false, errors.Is(r.Err, conn.ErrStaleConn), 0)
-		return nil, r.Err
-	}
-	return r.Resp, nil
-}
-
-// done is the exchange's Done: the response body reached its end or was
-// closed. The connection goes back to its route and the request ends.
-func (x *exchange) done(reusable bool, idle time.Duration) {
-	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
-		x.trace.PutIdleConn(nil)
-	}
-	x.release(reusable, false, idle)
-	x.c.admission.Release()
-	x.tel.ExchangeDone()
-}
-
-// release sends the lease's one Released.
-func (x *exchange) release(reusable, stale bool, idle time.Duration) {
-	x.released = actors.Released{ConnID: x.got.ConnID, Reusable: reusable, Stale: stale, Idle: idle}
-	x.c.sys.Root.Send(x.route.PID, &x.released)
+	return rewound(req)
 }

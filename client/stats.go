@@ -13,6 +13,7 @@ type Stats struct {
 	// request (their body not yet read to its end or closed); Idle, those
 	// waiting in the idle list; Pending, callers waiting for a connection.
 	Open, Leased, Idle, Pending int          // totals across routes (see RouteStats)
+	Streams                     int          // HTTP/2 streams in flight across routes
 	Routes                      []RouteStats // every route, sorted by name
 
 	MaxConnsTotal int // Config.MaxConnsTotal
@@ -47,6 +48,10 @@ type RouteStats struct {
 	// the idle list; Pending, callers waiting for a connection.
 	Open, Leased, Idle, Pending int
 	Max                         int // MaxConnsPerRoute
+	// Streams is the number of HTTP/2 streams in flight on the route's
+	// connections. An HTTP/2 connection is shared capacity: it counts once in
+	// Open, and as Leased while it carries any stream.
+	Streams int
 
 	Dialing        int               // connections being dialed (counted in Open)
 	Opened, Closed uint64            // connections opened and closed since the route started
@@ -129,6 +134,7 @@ func (c *Client) Stats() Stats {
 		st.Leased += r.Leased
 		st.Idle += r.Idle
 		st.Pending += r.Pending
+		st.Streams += r.Streams
 		st.OldestLease = max(st.OldestLease, r.OldestLease)
 	}
 	return st
@@ -148,6 +154,6 @@ func routeStats(r actors.RouteStatsResponse) RouteStats {
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 		Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts, ClosedBy: r.ClosedBy,
 		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,
-		LearnedIdle:  r.LearnedIdle,
+		LearnedIdle: r.LearnedIdle, Streams: r.Streams,
 		RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits, OldestLease: r.OldestLease}
 }

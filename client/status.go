@@ -78,6 +78,7 @@ type StatusTotals struct {
 	Leased           int     `json:"leased"`           // Stats.Leased
 	Idle             int     `json:"idle"`             // Stats.Idle
 	Pending          int     `json:"pending"`          // Stats.Pending
+	Streams          int     `json:"streams"`          // Stats.Streams
 	MaxConnsTotal    int     `json:"maxConnsTotal"`    // Stats.MaxConnsTotal
 	Connections      int     `json:"connections"`      // Stats.Connections
 	InFlight         int     `json:"inFlight"`         // Stats.InFlight
@@ -102,6 +103,7 @@ type StatusRoute struct {
 	Dialing       int               `json:"dialing"`                 // RouteStats.Dialing
 	Pending       int               `json:"pending"`                 // RouteStats.Pending
 	Max           int               `json:"max"`                     // RouteStats.Max
+	Streams       int               `json:"streams"`                 // RouteStats.Streams
 	Opened        uint64            `json:"opened"`                  // RouteStats.Opened
 	Closed        uint64            `json:"closed"`                  // RouteStats.Closed
 	Leases        uint64            `json:"leases"`                  // RouteStats.Leases
@@ -147,7 +149,7 @@ func (c *Client) Status() Status {
 			MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),
 			MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
 		},
-		Totals: StatusTotals{Open: st.Open, Leased: st.Leased, Idle: st.Idle, Pending: st.Pending,
+		Totals: StatusTotals{Open: st.Open, Leased: st.Leased, Idle: st.Idle, Pending: st.Pending, Streams: st.Streams,
 			MaxConnsTotal: st.MaxConnsTotal, Connections: st.Connections,
 			InFlight: st.InFlight, PendingAdmission: st.PendingAdmission, PendingPermits: st.PendingPermits,
 			Evictions: st.Evictions, Expired: st.Expired, DialFailures: st.DialFailures,
@@ -157,7 +159,7 @@ func (c *Client) Status() Status {
 	}
 	for _, r := range st.Routes {
 		sr := StatusRoute{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Dialing: r.Dialing,
-			Pending: r.Pending, Max: r.Max, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
+			Pending: r.Pending, Max: r.Max, Streams: r.Streams, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 			Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts,
 			OldestLease: r.OldestLease.Seconds(), ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
 			QueueFull: r.QueueFull, FailFast: r.FailFast, FailedFast: r.FailedFast, LearnedIdle: r.LearnedIdle.Seconds(),

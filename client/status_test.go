@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/actors"
 )
 
 func TestStatusHandlerServesThePoolAsJSON(t *testing.T) {
@@ -99,6 +101,39 @@ func TestStatusCarriesEveryFieldOfStats(t *testing.T) {
 			if _, ok := pair.status.FieldByName(name); !ok {
 				t.Errorf("%s.%s has no namesake in %s", pair.stats.Name(), name, pair.status.Name())
 			}
+		}
+	}
+}
+
+// routeStats copies every field of the route actor's answer that RouteStats
+// shares by name: a field added to both and forgotten in the copy fails here.
+func TestRouteStatsCopiesEveryFieldOfTheRoutesAnswer(t *testing.T) {
+	var in actors.RouteStatsResponse
+	v := reflect.ValueOf(&in).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Int, reflect.Int64:
+			f.SetInt(7)
+		case reflect.Uint64:
+			f.SetUint(7)
+		case reflect.Map:
+			f.Set(reflect.ValueOf(map[string]uint64{"x": 1}))
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(time.Unix(7, 0)))
+		default:
+			t.Fatalf("field %s: kind %s not covered by the test", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	out := reflect.ValueOf(routeStats(in))
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Name
+		if o := out.FieldByName(name); o.IsValid() && o.IsZero() {
+			t.Errorf("RouteStats.%s is not copied from the route's answer", name)
 		}
 	}
 }

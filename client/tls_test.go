@@ -175,7 +175,8 @@ func TestTLSHandshakeTimeoutBoundsASilentServer(t *testing.T) {
 	}
 }
 
-func TestOnlyHTTP11IsOfferedByALPNWhateverTheConfigLists(t *testing.T) {
+// ALPN offers what Protocols allows, whatever TLSConfig.NextProtos lists.
+func TestALPNFollowsProtocolsWhateverTheConfigLists(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.Proto)
 	}))
@@ -184,8 +185,14 @@ func TestOnlyHTTP11IsOfferedByALPNWhateverTheConfigLists(t *testing.T) {
 	defer srv.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(srv.Certificate())
-	c := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}})
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	c := newSecureTestClient(t, Config{Protocols: &h1, TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}})
 	if proto := mustGet(t, context.Background(), c, srv.URL); proto != "HTTP/1.1" {
 		t.Fatalf("server saw %q, want HTTP/1.1", proto)
+	}
+	c2 := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}}})
+	if proto := mustGet(t, context.Background(), c2, srv.URL); proto != "HTTP/2.0" {
+		t.Fatalf("by default the server saw %q, want HTTP/2.0", proto)
 	}
 }

@@ -21,11 +21,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/route"
 )
 
@@ -38,6 +40,16 @@ type Options struct {
 	ResponseHeaderTimeout  time.Duration // 0 = none
 	MaxResponseHeaderBytes int64         // > 0
 	ExpectContinueTimeout  time.Duration // wait for 100 Continue before a body; 0 = send at once
+
+	// ALPN is the protocol list a TLS handshake with a target offers (nil =
+	// http/1.1 only; see ALPNFor). When the server picks "h2" the connection
+	// speaks HTTP/2 (conn/h2).
+	ALPN []string
+	// H2C makes plain http connections (not through an HTTP proxy) speak
+	// HTTP/2 with prior knowledge.
+	H2C bool
+	// HTTP2 configures HTTP/2 connections (net/http's type; nil = its defaults).
+	HTTP2 *http.HTTP2Config
 
 	// DialContext dials TCP; nil uses a net.Dialer. Tests use it to count dials.
 	// Through a proxy it dials the proxy.
@@ -84,6 +96,7 @@ type Actor struct {
 
 	served int        // exchanges started on this connection
 	probe  *idleProbe // nil when the socket cannot be reached
+	h2     *h2.Conn   // set when the connection speaks HTTP/2 (h2conn.go): streams go to it directly
 
 	cancelDial context.CancelFunc
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
@@ -151,13 +164,28 @@ func (c *Actor) onDialResult(m *dialResult) {
 		return // stopped meanwhile; onStopping closed it
 	}
 	c.nc = *p
+	if c.speaksH2() {
+		c.startH2(m)
+		return
+	}
 	c.rd = &countingReader{r: c.nc, limit: -1}
 	c.wr = &countingWriter{w: c.nc}
 	c.br = bufio.NewReaderSize(c.rd, 4096)
 	c.bw = bufio.NewWriterSize(c.wr, 4096)
 	c.probe = newIdleProbe(c.nc)
 	nc := c.nc
-	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect, TLS: m.tls})
+	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect, TLS: m.tls,
+		NetConn: nc, TLSState: tlsState(nc)})
+}
+
+// tlsState is the connection's TLS state, read once: every response of the
+// connection shares it (resp.TLS), as with net/http.
+func tlsState(nc net.Conn) *tls.ConnectionState {
+	if tc, ok := nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		return &st
+	}
+	return nil
 }
 
 // Idle watch states.
@@ -181,6 +209,9 @@ const IdleWatchDelay = 10 * time.Millisecond
 // seed 001). The exchange that leases the connection disarms the timer or, if the
 // watcher runs, interrupts it with a past read deadline.
 func (c *Actor) onWatchIdle() {
+	if c.h2 != nil {
+		return // HTTP/2 reads its socket all the time
+	}
 	if c.nc == nil || c.broken || c.watchState.Load() != watchOff {
 		return
 	}

@@ -25,7 +25,7 @@ func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
 		return nil, err
 	}
 	if k.Scheme == "https" {
-		tc, err := handshake(ctx, nc, k.Host, opt)
+		tc, err := handshake(ctx, nc, k.Host, opt, opt.alpn())
 		if err != nil {
 			nc.Close()
 			return nil, err
@@ -35,8 +35,32 @@ func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
 	return nc, nil
 }
 
-// alpnHTTP11 is the ALPN list of every handshake; shared, never modified.
-var alpnHTTP11 = []string{"http/1.1"}
+// ALPN lists; shared, never modified.
+var (
+	alpnHTTP11 = []string{"http/1.1"}
+	alpnBoth   = []string{"h2", "http/1.1"}
+	alpnH2     = []string{"h2"}
+)
+
+// alpn is the ALPN list of a target's handshake (Options.ALPN; nil = http/1.1).
+func (opt *Options) alpn() []string {
+	if len(opt.ALPN) == 0 {
+		return alpnHTTP11
+	}
+	return opt.ALPN
+}
+
+// ALPNFor returns the ALPN list a client offers: h2 and http/1.1 when both are
+// enabled (the server picks), one of them otherwise.
+func ALPNFor(http1, http2 bool) []string {
+	switch {
+	case http1 && http2:
+		return alpnBoth
+	case http2:
+		return alpnH2
+	}
+	return alpnHTTP11
+}
 
 // dialTCP dials addr. The ConnectStart/ConnectDone (and DNS) hooks of a
 // ClientTrace in ctx are fired by net.Dialer itself, per address tried, as in
@@ -50,21 +74,21 @@ func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 }
 
 // handshake runs the TLS client handshake over nc for serverName, advertising
-// http/1.1 (and only it) by ALPN: the connection speaks HTTP/1.1 whatever else
-// the configuration lists, so a server is never invited to pick h2. The
+// alpn: the client's protocols for a target (h2 and http/1.1 by default),
+// http/1.1 only for an https proxy, whatever the configuration lists. The
 // configuration is the client's (cloned, with ServerName set when empty); its
 // ClientSessionCache makes later connections resume.
-func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options) (*tls.Conn, error) {
+func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options, alpn []string) (*tls.Conn, error) {
 	cfg := opt.TLSConfig
 	if cfg == nil {
 		cfg = &tls.Config{}
 	}
-	if cfg.ServerName == "" || len(cfg.NextProtos) != 1 || cfg.NextProtos[0] != "http/1.1" {
+	if cfg.ServerName == "" || !sameList(cfg.NextProtos, alpn) {
 		cfg = cfg.Clone()
 		if cfg.ServerName == "" {
 			cfg.ServerName = serverName
 		}
-		cfg.NextProtos = alpnHTTP11
+		cfg.NextProtos = alpn
 	}
 	if opt.TLSHandshakeTimeout > 0 {
 		var cancel context.CancelFunc
@@ -84,4 +108,16 @@ func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options
 		return nil, fmt.Errorf("conn: TLS handshake with %s: %w", serverName, err)
 	}
 	return tc, nil
+}
+
+func sameList(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -3,17 +3,19 @@ package conn
 import (
 	"errors"
 	"fmt"
+
+	"github.com/connactor/connactor/internal/errs"
 )
 
 // ErrNotSent marks failures that happened before any byte of the request reached
 // the connection: replaying the request is safe whatever its method.
 // Test with errors.Is.
-var ErrNotSent = errors.New("request not sent")
+var ErrNotSent = errs.ErrNotSent
 
 // ErrOutcomeUnknown marks failures after the request (or part of it) was written
 // and before a complete response head was read: the server may have acted on it.
 // Only idempotent or explicitly idempotency-keyed requests may be replayed.
-var ErrOutcomeUnknown = errors.New("request sent, outcome unknown")
+var ErrOutcomeUnknown = errs.ErrOutcomeUnknown
 
 // ErrStaleConn is returned (wrapped with ErrNotSent) when a pooled connection was
 // found closed by the server, or sending unsolicited bytes, when it was leased.
@@ -29,17 +31,11 @@ var errPeerClosed = errors.New("server closed the idle connection")
 
 // ErrResponseHeaderTooLarge is returned when the response head exceeds
 // Options.MaxResponseHeaderBytes. The connection is discarded.
-var ErrResponseHeaderTooLarge = errors.New("response header too large")
+var ErrResponseHeaderTooLarge = errs.ErrResponseHeaderTooLarge
 
 // ErrResponseHeaderTimeout is returned when the response head did not arrive within
 // Options.ResponseHeaderTimeout. It is a net.Error whose Timeout() is true.
-var ErrResponseHeaderTimeout error = timeoutError{"timeout awaiting response headers"}
-
-type timeoutError struct{ msg string }
-
-func (e timeoutError) Error() string   { return e.msg }
-func (e timeoutError) Timeout() bool   { return true }
-func (e timeoutError) Temporary() bool { return true }
+var ErrResponseHeaderTimeout = errs.ErrResponseHeaderTimeout
 
 // ExchangeError is the error of a failed exchange on a connection. It wraps the
 // cause (errors.As reaches *net.OpError and friends) and says how far the exchange

@@ -1,8 +1,12 @@
 package conn
 
 import (
+	"crypto/tls"
+	"net"
 	"net/http"
 	"time"
+
+	"github.com/connactor/connactor/conn/h2"
 )
 
 // Dialed is sent by a connection actor to its parent (the route actor) once its
@@ -16,6 +20,40 @@ type Dialed struct {
 	// Took is how long the dial (TCP, proxy tunnel and TLS) took; Connect and
 	// TLS are its TCP connect and TLS handshake parts (for telemetry).
 	Took, Connect, TLS time.Duration
+	// NetConn is the connection (httptrace's GotConnInfo.Conn, its peer's
+	// address), TLSState its TLS state (nil on plain TCP; every response's
+	// resp.TLS). Read-only for everyone but the connection actor.
+	NetConn  net.Conn
+	TLSState *tls.ConnectionState
+	// H2 is set when the connection speaks HTTP/2: the route leases its
+	// streams, up to Streams at first (StreamsChanged updates it).
+	H2      *h2.Conn
+	Streams int
+}
+
+// StreamsChanged is sent by an HTTP/2 connection actor to its route when the
+// connection's stream limit changed (the server's SETTINGS). No reply.
+type StreamsChanged struct {
+	ID    uint64
+	Limit int
+}
+
+// DrainStarted is sent by an HTTP/2 connection actor to its route when the
+// connection takes no new streams (GOAWAY, refused streams, or a drain the
+// route asked for); it closes when its last stream ends. No reply. Reason is
+// conn/h2's.
+type DrainStarted struct {
+	ID     uint64
+	Reason string
+}
+
+// H2Closed is sent by an HTTP/2 connection actor to its route when the
+// connection closed, with conn/h2's reason ("goaway", "ping_timeout",
+// "server_close", "error", ...). No reply. It is the connection's last event.
+type H2Closed struct {
+	ID     uint64
+	Reason string
+	Err    error
 }
 
 // IdleBroken is sent to the parent route actor by a connection's idle watcher when

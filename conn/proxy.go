@@ -53,7 +53,7 @@ func dialProxy(ctx context.Context, k route.Key, opt *Options) (net.Conn, error)
 		return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
 	}
 	if k.ProxyScheme() == "https" {
-		tc, err := handshake(ctx, nc, k.ProxyHost(), opt)
+		tc, err := handshake(ctx, nc, k.ProxyHost(), opt, alpnHTTP11)
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)

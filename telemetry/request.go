@@ -215,7 +215,7 @@ func (r *Request) Responded(resp *http.Response) {
 	}
 	code := resp.StatusCode
 	if r.recording {
-		r.span.SetAttributes(semconv.HTTPResponseStatusCode(code))
+		r.span.SetAttributes(semconv.HTTPResponseStatusCode(code), semconv.NetworkProtocolVersion(protocolVersion(resp)))
 		if code >= 400 {
 			// Client spans: 4xx and 5xx are errors (semantic conventions, HTTP spans).
 			r.span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(code)))
@@ -386,4 +386,15 @@ func splitAddr(a net.Addr) (host string, port int, ok bool) {
 	}
 	port, _ = strconv.Atoi(p)
 	return h, port, true
+}
+
+// protocolVersion is network.protocol.version: "1.1", "1.0" or "2".
+func protocolVersion(resp *http.Response) string {
+	switch {
+	case resp.ProtoMajor == 2:
+		return "2"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		return "1.0"
+	}
+	return "1.1"
 }

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/errs"
 )
 
 func TestConnCarries100ConcurrentStreamsOnOneConnection(t *testing.T) {
@@ -341,7 +341,7 @@ func assertNotSent(t *testing.T, err, kind error) {
 	if !errors.As(err, &rt) || rt.Sent {
 		t.Fatalf("error %v (%T), want an unsent *RoundTripError", err, err)
 	}
-	if !errors.Is(err, kind) || !errors.Is(err, conn.ErrNotSent) || errors.Is(err, conn.ErrOutcomeUnknown) {
-		t.Fatalf("error %v: want %v and conn.ErrNotSent only", err, kind)
+	if !errors.Is(err, kind) || !errors.Is(err, errs.ErrNotSent) || errors.Is(err, errs.ErrOutcomeUnknown) {
+		t.Fatalf("error %v: want %v and errs.ErrNotSent only", err, kind)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/errs"
 )
 
 // This file holds every call that depends on golang.org/x/net/http2's client
@@ -266,10 +266,10 @@ func (c *Conn) classify(err error, settings bool) (*RoundTripError, bool) {
 		return &RoundTripError{Err: fmt.Errorf("%w: %w", ErrNoStream, err)}, true
 	case msg == msgHeaderTimeout:
 		return &RoundTripError{Sent: true, Err: fmt.Errorf("%w after %v: %w",
-			conn.ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout, err)}, false
+			errs.ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout, err)}, false
 	case msg == msgHeaderTooLarge:
 		return &RoundTripError{Sent: true, Err: fmt.Errorf("%w (limit %d bytes): %w",
-			conn.ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes, err)}, false
+			errs.ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes, err)}, false
 	}
 	return &RoundTripError{Sent: true, Err: err}, false
 }

@@ -3,20 +3,20 @@ package h2
 import (
 	"errors"
 
-	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/errs"
 )
 
 // ErrRefused is returned (inside a *RoundTripError) when the server refused a
 // stream before processing it: the stream was above the last stream id of a
 // GOAWAY (RFC 9113 section 6.8), or was reset with REFUSED_STREAM (section
-// 8.7). errors.Is(err, conn.ErrNotSent) holds too: replaying the request on
+// 8.7). errors.Is(err, errs.ErrNotSent) holds too: replaying the request on
 // another connection is safe whatever its method. The engine may have read and
 // closed the request's Body: replay it with Request.GetBody.
 var ErrRefused = errors.New("h2: stream refused by the server before processing")
 
 // ErrNoStream is returned (inside a *RoundTripError) when the connection had no
 // stream for the request: every stream is in use, or it is draining or closed.
-// Nothing was sent: errors.Is(err, conn.ErrNotSent) holds too.
+// Nothing was sent: errors.Is(err, errs.ErrNotSent) holds too.
 var ErrNoStream = errors.New("h2: no stream available on the connection")
 
 // ErrNotH2 is returned by New for a TLS connection whose ALPN negotiation did not
@@ -26,8 +26,8 @@ var ErrNotH2 = errors.New(`h2: TLS connection did not negotiate "h2"`)
 // RoundTripError is the error of a failed RoundTrip. It wraps the cause
 // (errors.As reaches the engine's http2.StreamError, context errors, ...) and
 // says whether the request may have been acted on: errors.Is(err,
-// conn.ErrNotSent) when it was not (refused, or no stream), errors.Is(err,
-// conn.ErrOutcomeUnknown) otherwise.
+// errs.ErrNotSent) when it was not (refused, or no stream), errors.Is(err,
+// errs.ErrOutcomeUnknown) otherwise.
 type RoundTripError struct {
 	// Sent reports whether the request may have reached the server and been
 	// processed. When false, replaying it elsewhere is safe whatever its method.
@@ -45,9 +45,9 @@ func (e *RoundTripError) Error() string {
 // Unwrap returns the cause and the classification sentinel.
 func (e *RoundTripError) Unwrap() []error {
 	if e.Sent {
-		return []error{e.Err, conn.ErrOutcomeUnknown}
+		return []error{e.Err, errs.ErrOutcomeUnknown}
 	}
-	return []error{e.Err, conn.ErrNotSent}
+	return []error{e.Err, errs.ErrNotSent}
 }
 
 // Timeout reports whether the cause was a timeout (the response header timeout,

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/errs"
 	"github.com/connactor/connactor/internal/proxytest"
 )
 
@@ -199,7 +199,7 @@ func TestNginxServesHTTP2AndItsGoAwaysAreRetried(t *testing.T) {
 				}
 				break
 			}
-			if !errors.Is(err, conn.ErrNotSent) || attempt > 0 {
+			if !errors.Is(err, errs.ErrNotSent) || attempt > 0 {
 				t.Fatalf("request %d, attempt %d: %v", i, attempt, err)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/errs"
 )
 
 func TestAbortingOneStreamResetsOnlyThatStream(t *testing.T) {
@@ -129,7 +129,7 @@ func TestResponseHeaderTimeoutFailsOnlyThatStream(t *testing.T) {
 		Options{ResponseHeaderTimeout: 50 * time.Millisecond}, rec)
 
 	_, _, err := get(t, c, ts.URL+"/slow")
-	if !errors.Is(err, conn.ErrResponseHeaderTimeout) || !errors.Is(err, conn.ErrOutcomeUnknown) {
+	if !errors.Is(err, errs.ErrResponseHeaderTimeout) || !errors.Is(err, errs.ErrOutcomeUnknown) {
 		t.Fatalf("GET /slow = %v, want ErrResponseHeaderTimeout, outcome unknown", err)
 	}
 	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
@@ -159,7 +159,7 @@ func TestResponseHeaderLargerThanTheLimitFails(t *testing.T) {
 	}))
 	c := newConn(t, dialH2(t, ts, ts.Listener.Addr().String()), Options{MaxResponseHeaderBytes: 4 << 10}, nil)
 	_, _, err := get(t, c, ts.URL+"/big")
-	if !errors.Is(err, conn.ErrResponseHeaderTooLarge) || !errors.Is(err, conn.ErrOutcomeUnknown) {
+	if !errors.Is(err, errs.ErrResponseHeaderTooLarge) || !errors.Is(err, errs.ErrOutcomeUnknown) {
 		t.Fatalf("GET = %v, want ErrResponseHeaderTooLarge, outcome unknown", err)
 	}
 	if _, body, err := get(t, c, ts.URL+"/small"); err != nil || body != "ok" {

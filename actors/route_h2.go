@@ -1,0 +1,232 @@
+package actors
+
+import (
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
+)
+
+// HTTP/2 on a route: the route leases streams, not connections. An HTTP/2
+// connection is shared capacity: it counts once against MaxConnsPerRoute and
+// MaxConnsTotal, is leased while it carries streams and idle (on the idle
+// list, for LRU eviction and expiry) while it carries none. A lease goes to
+// the connection with the most free streams. The route opens another
+// connection only when every connection it has is full (never, with
+// StrictMaxConcurrentRequests, while one is usable), one dial at a time
+// (golang/go#27044, #34941), and while a dial's protocol is not known yet it
+// dials one at a time too, so that a cold burst does not open a connection
+// per request (golang/go#39389).
+
+// proto is what the route's dials give.
+type proto uint8
+
+const (
+	protoUnknown proto = iota
+	protoH1
+	protoH2
+)
+
+// h2Possible reports whether a dial of route k may give an HTTP/2
+// connection, and whether HTTP/2's strict stream limit is on.
+func h2Possible(k route.Key, cfg *RouteConfig) (possible, strict bool) {
+	o := cfg.Conn
+	if o == nil {
+		return false, false
+	}
+	switch k.Scheme {
+	case "https":
+		possible = slices.Contains(o.ALPN, "h2")
+	case "http":
+		possible = o.H2C && !k.AbsoluteForm()
+	}
+	return possible, possible && o.HTTP2 != nil && o.HTTP2.StrictMaxConcurrentRequests
+}
+
+// dialsH2 reports whether the route's next dial follows HTTP/2's rules (one
+// dial at a time, only when every connection is full).
+func (r *Route) dialsH2() bool {
+	return r.h2Possible && r.proto != protoH1
+}
+
+// h2WithRoom returns the HTTP/2 connection with the most free streams, but
+// avoid; nil when none has room.
+func (r *Route) h2WithRoom(avoid uint64) *connState {
+	if r.proto != protoH2 {
+		return nil
+	}
+	var best *connState
+	for _, cs := range r.conns {
+		if cs.h2 == nil || cs.id == avoid || cs.phase == phaseDialing {
+			continue
+		}
+		refreshH2(cs)
+		if cs.draining || cs.streams >= cs.limit {
+			continue
+		}
+		if best == nil || cs.limit-cs.streams > best.limit-best.streams {
+			best = cs
+		}
+	}
+	return best
+}
+
+// refreshH2 reads the connection's own view of its limit and state: the
+// events that report them (StreamsChanged, DrainStarted) may still be on
+// their way, and a stream leased on a connection that has drained, or beyond
+// the peer's limit, would be refused. One lock of the connection's, no I/O.
+func refreshH2(cs *connState) {
+	st := cs.h2.Streams()
+	cs.limit = st.Limit
+	if st.Draining || st.Closed {
+		cs.draining = true
+	}
+}
+
+// wantH2Conns asks for one permit when callers wait, every usable HTTP/2
+// connection is full (strict mode: none is usable), and no dial is under way.
+func (r *Route) wantH2Conns(ctx actor.Context) {
+	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 || r.breaker.maxDials(1) < 1 {
+		return
+	}
+	usable := 0
+	for _, cs := range r.conns {
+		if cs.h2 != nil {
+			refreshH2(cs)
+		}
+		if cs.h2 != nil && !cs.draining {
+			if cs.streams < cs.limit {
+				return // it has room: the waiters are being served
+			}
+			usable++
+		}
+	}
+	if r.strict && usable > 0 {
+		return // StrictMaxConcurrentRequests: callers wait for a stream
+	}
+	if len(r.conns) >= r.cfg.MaxConnsPerRoute {
+		return
+	}
+	r.permitsPending++
+	ctx.Send(r.sup, &PermitRequest{From: r.self})
+}
+
+// availableH2 hands the free streams of cs to waiters in arrival order; a
+// connection left without streams becomes idle (or is closed for another
+// route's room).
+func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
+	refreshH2(cs)
+	for !cs.draining && cs.streams < cs.limit {
+		_, w, ok := r.waiters.Pop()
+		if !ok {
+			break
+		}
+		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
+	}
+	if cs.streams > 0 || cs.idleIdx >= 0 {
+		return
+	}
+	if cs.draining || r.roomWanted {
+		r.closeConn(ctx, cs, ReasonEvicted)
+		return
+	}
+	cs.phase = phaseIdle
+	cs.idleSince = now
+	cs.idleIdx = len(r.idle)
+	r.idle = append(r.idle, cs)
+}
+
+// streamEnded releases one stream of cs. A connection past its lifetime or
+// its request cap drains: it takes no new stream and closes with its last.
+func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
+	cs.streams--
+	cs.served++
+	now := r.cfg.Now()
+	if !cs.draining {
+		switch {
+		case r.closed:
+			cs.draining = true
+		case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime,
+			r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
+			cs.draining = true
+			cs.h2.Drain() // no new stream; DrainStarted follows
+		}
+	}
+	if cs.draining && cs.streams == 0 {
+		r.closeConn(ctx, cs, r.drainReason(cs, now))
+		return
+	}
+	r.availableH2(ctx, cs, now)
+}
+
+func (r *Route) drainReason(cs *connState, now time.Time) CloseReason {
+	switch {
+	case r.closed:
+		return ReasonClientClosed
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
+		return ReasonLifetime
+	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
+		return ReasonMaxRequests
+	}
+	return ReasonGoAway
+}
+
+func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
+	cs := r.conns[m.ID]
+	if cs == nil || cs.h2 == nil {
+		return
+	}
+	cs.limit = m.Limit
+	if cs.phase != phaseDialing {
+		r.availableH2(ctx, cs, r.cfg.Now())
+	}
+}
+
+// onDrainStarted stops leasing streams on a connection that drains (GOAWAY,
+// refused streams, or a drain of the route's); it still counts against the
+// limits until its last stream ends.
+func (r *Route) onDrainStarted(ctx actor.Context, m *conn.DrainStarted) {
+	cs := r.conns[m.ID]
+	if cs == nil || cs.h2 == nil {
+		return
+	}
+	cs.draining = true
+	if cs.streams == 0 && cs.phase != phaseDialing {
+		r.closeConn(ctx, cs, h2Reason(m.Reason))
+	}
+}
+
+func (r *Route) onH2Closed(ctx actor.Context, m *conn.H2Closed) {
+	if cs := r.conns[m.ID]; cs != nil {
+		r.closeConn(ctx, cs, h2Reason(m.Reason))
+	}
+}
+
+// h2Reason maps conn/h2's reasons onto close reasons.
+func h2Reason(reason string) CloseReason {
+	switch reason {
+	case "goaway":
+		return ReasonGoAway
+	case "refused":
+		return ReasonRefusedStreams
+	case "ping_timeout":
+		return ReasonPingTimeout
+	case "server_close":
+		return ReasonServerClosed
+	case "local":
+		return ReasonNotReusable
+	}
+	return ReasonError
+}
+
+// streams is the number of HTTP/2 streams leased on the route.
+func (r *Route) streams() int {
+	n := 0
+	for _, cs := range r.conns {
+		n += cs.streams
+	}
+	return n
+}

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"time"
+
+	"github.com/connactor/connactor/actors"
+	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
+)
+
+// exchange is one attempt of one request: its lease, its exchange with the
+// connection actor and its release. One allocation holds the messages and the
+// ticket; none of them is changed after it is sent.
+type exchange struct {
+	c     *Client
+	tel   *telemetry.Request
+	trace *httptrace.ClientTrace
+	route *actors.RouteHandle
+	got   actors.Lease
+
+	ticket   wait.Ticket[actors.Lease]
+	leaseReq actors.LeaseRequest
+	exReq    conn.ExchangeRequest
+	released actors.Released
+}
+
+// lease obtains a connection of route key (or a stream of an HTTP/2 one, not
+// avoid), waiting in the route's FIFO queue if need be.
+func (x *exchange) lease(l *waitLimit, key route.Key, fresh bool, avoid uint64) error {
+	c := x.c
+	if x.trace != nil && x.trace.GetConn != nil {
+		x.trace.GetConn(key.Addr())
+	}
+	h, err := c.routeFor(l, key)
+	if err != nil {
+		return err
+	}
+	x.route = h
+	x.ticket.ID = c.nextID.Add(1)
+	x.leaseReq = actors.LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
+	c.sys.Root.Send(h.PID, &x.leaseReq)
+	lease, err, why := await(l, &x.ticket, h.Done)
+	switch {
+	case why == byServerGone || errors.Is(err, actors.ErrRouteClosed):
+		if c.closing.Load() {
+			return ErrClosed
+		}
+		c.routes.CompareAndDelete(key, h)
+		return notSent(fmt.Errorf("connactor: %w: %s, while waiting for a connection for %s", actors.ErrRouteFailed, key, l.target()))
+	case why != served:
+		// The route drops the waiter, and takes back a lease that crossed the
+		// cancel (Ticket.Returned).
+		c.sys.Root.Send(h.PID, &actors.LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
+		return l.waitErr(why, "a connection")
+	case errors.Is(err, actors.ErrQueueFull):
+		return fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",
+			ErrQueueFull, c.cfg.MaxPendingPerRoute, key, l.target())
+	case errors.Is(err, actors.ErrRouteUnavailable):
+		return &wrapped{err: fmt.Errorf("%w: %s, for %s", ErrRouteUnavailable, key, l.target()), cause: err}
+	case err != nil:
+		return dialError(key, err)
+	}
+	x.got = lease
+	if x.trace != nil && x.trace.GotConn != nil {
+		x.trace.GotConn(httptrace.GotConnInfo{Conn: lease.NetConn, Reused: lease.Reused, WasIdle: lease.IdleTime > 0,
+			IdleTime: lease.IdleTime})
+	}
+	if x.tel != nil {
+		info := telemetry.LeaseInfo{Waited: lease.Waited, QueuePos: lease.QueuePos, Reused: lease.Reused,
+			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS}
+		if lease.NetConn != nil {
+			info.PeerAddr = lease.NetConn.RemoteAddr()
+		}
+		x.tel.LeaseGranted(info)
+	}
+	return nil
+}
+
+// exchange sends req on the leased connection and waits for the response head.
+// The connection actor runs the exchange on this goroutine and answers at once,
+// unless its mailbox was busy; a connection actor stopped with its route before
+// it saw the request never answers, which the route's Done tells.
+func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
+	if x.got.H2 != nil {
+		return x.stream(req)
+	}
+	reply := make(chan conn.ExchangeResponse, 1)
+	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, Reply: reply, Done: x.done}
+	x.c.sys.Root.Send(x.got.Conn, &x.exReq)
+	var r conn.ExchangeResponse
+	select {
+	case r = <-reply:
+	case <-x.route.Done:
+		// An answer sent before the connection stopped is already there.
+		select {
+		case r = <-reply:
+		default:
+			r.Err = &conn.ExchangeError{Op: "write", Reused: x.got.Reused, Err: actors.ErrRouteFailed}
+		}
+	}
+	if r.Err != nil {
+		x.release(false, errors.Is(r.Err, conn.ErrStaleConn), 0)
+		return nil, r.Err
+	}
+	if r.Resp.TLS == nil {
+		r.Resp.TLS = x.got.TLSState
+	}
+	return r.Resp, nil
+}
+
+// stream sends req on a stream of the leased HTTP/2 connection, on this
+// goroutine: the connection's own read loop delivers the response head. The
+// lease is released when the stream is over (streamDone), or at once when it
+// failed.
+func (x *exchange) stream(req *http.Request) (*http.Response, error) {
+	resp, err := x.got.H2.RoundTrip(req, x.streamDone)
+	if err != nil {
+		x.release(true, false, 0) // the stream is over; the connection reports its own fate
+		return nil, err
+	}
+	return resp, nil
+}
+
+// streamDone is an HTTP/2 stream's done: its body reached its end, was
+// closed, or failed.
+func (x *exchange) streamDone(error) { x.done(true, 0) }
+
+// done is the exchange's Done: the response body reached its end or was
+// closed. The connection goes back to its route and the request ends.
+func (x *exchange) done(reusable bool, idle time.Duration) {
+	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
+		x.trace.PutIdleConn(nil)
+	}
+	x.release(reusable, false, idle)
+	x.c.admission.Release()
+	x.tel.ExchangeDone()
+}
+
+// release sends the lease's one Released.
+func (x *exchange) release(reusable, stale bool, idle time.Duration) {
+	x.released = actors.Released{ConnID: x.got.ConnID, Reusable: reusable, Stale: stale, Idle: idle}
+	x.c.sys.Root.Send(x.route.PID, &x.released)
+}
