@@ -105,7 +105,8 @@ func FuzzExchange(f *testing.F) {
 		}
 		dones, reused := 0, false
 		m := &ExchangeRequest{Req: req, Done: func(r bool, _ time.Duration) { dones++; reused = r }}
-		resp, err := c.exchange(m)
+		r := c.exchange(m)
+		resp, err := r.Resp, r.Err
 		if err != nil {
 			var ee *ExchangeError
 			if !errors.As(err, &ee) || !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
