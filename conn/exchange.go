@@ -98,6 +98,9 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 			reusable, idle = false, 0
 		}
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return ExchangeResponse{Resp: c.upgrade(resp, dl, w, m.Done)}
+	}
 	b.rc, b.dl, b.w, b.done, b.reusable, b.idle = resp.Body, dl, w, m.Done, reusable, idle
 	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {

@@ -62,6 +62,11 @@ type ExchangeRequest struct {
 // same, and the connection is not re-used after it. Early is nil when the body
 // was sent, and when a response below 300 streams while the body is still
 // being written (a stream echoed back, a CONNECT tunnel).
+//
+// A 101 Switching Protocols response's Body is an io.ReadWriteCloser over the
+// connection (as net/http's): the connection leaves HTTP, is never re-used, is
+// no longer bounded by the request's context, and Done(false, 0) is called when
+// that Body is closed.
 type ExchangeResponse struct {
 	Resp  *http.Response
 	Err   error
