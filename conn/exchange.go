@@ -86,7 +86,7 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 		// Content-Length with chunked, or Transfer-Encoding in HTTP/1.0: the
 		// response is read as ReadResponse framed it (as net/http does), and
 		// the connection closed after it.
-		reusable, idle = false, 0
+		reusable, idle, c.broken = false, 0, true
 	}
 	var early error
 	if w != nil {
@@ -95,7 +95,7 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 			return c.abort(m, dl, w, "write", bodyErr)
 		}
 		if early != nil {
-			reusable, idle = false, 0
+			reusable, idle, c.broken = false, 0, true
 		}
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
