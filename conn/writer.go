@@ -41,6 +41,12 @@ type reqWriter struct {
 	done chan error // cap 1: the write's outcome, sent once by the writer
 	body io.Closer  // the caller's body: closing it ends a Read blocked on it
 
+	// Read-only for write.
+	c   *Actor
+	dl  *exchangeDeadlines
+	req *http.Request // what Request.Write writes: the caller's, or a copy carrying rb
+	rb  *reqBody      // nil for an in-memory body without Expect: 100-continue
+
 	gate    chan bool   // cap 1, nil without Expect: 100-continue: send the body or not
 	decided atomic.Bool // the gate's decision was made
 	stopped atomic.Bool // the response side stopped the write (stop): its error is not news
@@ -80,63 +86,64 @@ const maxInlineBody = 16 << 10
 // a small in-memory body, on this goroutine before the head is read (see
 // maxInlineBody). The outcome is in the returned writer either way.
 func (c *Actor) startWriter(req *http.Request, trace *httptrace.ClientTrace, dl *exchangeDeadlines) *reqWriter {
-	w := &reqWriter{done: make(chan error, 1), body: req.Body}
+	w := &reqWriter{done: make(chan error, 1), body: req.Body, c: c, dl: dl, req: req}
 	if c.opt.ExpectContinueTimeout > 0 && expectsContinue(req) {
 		w.gate = make(chan bool, 1)
 	}
-	r, inMemory := req, inMemoryBody(req.Body)
-	var rb *reqBody
+	inMemory := inMemoryBody(req.Body)
 	if w.gate != nil || !inMemory {
 		// A body that can fail, or must wait: seen through reqBody. An
 		// in-memory body is left as it is, so that Request.Write still sends
 		// headers and body in one write.
-		rb = &reqBody{rc: req.Body, w: w, trace: trace, timeout: c.opt.ExpectContinueTimeout}
+		w.rb = &reqBody{rc: req.Body, w: w, trace: trace, timeout: c.opt.ExpectContinueTimeout}
 		cp := *req // shallow copy: the caller's request is left as it was
-		cp.Body = rb
-		r = &cp
-	}
-	rht := c.opt.ResponseHeaderTimeout
-	write := func() {
-		// Origin- or absolute-form (proxy.go); fires WroteHeaders and
-		// WroteRequest. Only this function writes until the exchange ends.
-		err := c.writeRequest(r)
-		interrupt, failed := false, false
-		switch {
-		case err == nil:
-			dl.startHeaderTimeout(rht)
-		case w.stopped.Load():
-			err = errWriteStopped
-		case rb != nil && rb.skipped:
-			err = errBodyNotSent
-		case c.wr.err == nil:
-			// The socket did not fail: the body did (or net/http refused it,
-			// e.g. shorter than its ContentLength). Request.Write hides the
-			// body's own error in a type of its own; reqBody kept it.
-			cause := err
-			if rb != nil && rb.readErr != nil {
-				cause = rb.readErr
-			}
-			err = &RequestBodyError{Err: cause, Written: c.wr.n.Load() > 0}
-			interrupt = true
-		default:
-			failed = true
-		}
-		w.done <- err
-		switch {
-		case interrupt:
-			// The request on the wire is incomplete: the server may wait for
-			// the rest forever. The response side stops and reports err.
-			dl.interrupt()
-		case failed:
-			dl.writeFailed(writeFailedGrace)
-		}
+		cp.Body = w.rb
+		w.req = &cp
 	}
 	if w.gate == nil && inMemory && req.ContentLength > 0 && req.ContentLength <= maxInlineBody {
-		write()
+		w.write()
 	} else {
-		c.opt.Go(write) // owned by the client's WaitGroup; ends when the request is written or the socket fails
+		c.opt.Go(w.write) // owned by the client's WaitGroup; ends when the request is written or the socket fails
 	}
 	return w
+}
+
+// write writes the request and reports the outcome on done. Only it writes to
+// the connection until the exchange ends.
+func (w *reqWriter) write() {
+	c, dl, rb := w.c, w.dl, w.rb
+	// Origin- or absolute-form (proxy.go); fires WroteHeaders and WroteRequest.
+	err := c.writeRequest(w.req)
+	interrupt, failed := false, false
+	switch {
+	case err == nil:
+		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
+	case w.stopped.Load():
+		err = errWriteStopped
+	case rb != nil && rb.skipped:
+		err = errBodyNotSent
+	case c.wr.err == nil:
+		// The socket did not fail: the body did (or net/http refused it, e.g.
+		// shorter than its ContentLength). Request.Write hides the body's own
+		// error in a type of its own; reqBody kept it.
+		cause := err
+		if rb != nil && rb.readErr != nil {
+			cause = rb.readErr
+		}
+		err = &RequestBodyError{Err: cause, Written: c.wr.n.Load() > 0}
+		interrupt = true
+	default:
+		failed = true
+	}
+	w.done <- err
+	switch {
+	case interrupt:
+		// The request on the wire is incomplete: the server may wait for the
+		// rest forever. The response side stops and reports err.
+		dl.interrupt()
+	case failed:
+		dl.writeFailed(writeFailedGrace)
+	}
 }
 
 // decide opens (true) or shuts (false) the gate; only the first decision
