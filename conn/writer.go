@@ -54,10 +54,9 @@ type reqWriter struct {
 	stopOnce sync.Once
 
 	// Read by the response side only (the exchange, then its body).
-	got          bool
-	err          error
-	decidedLate  bool // the final status decided the gate (no 100 Continue came first)
-	stoppedEarly bool // stopped by an early final response
+	got         bool
+	err         error
+	decidedLate bool // the final status decided the gate (no 100 Continue came first)
 }
 
 // errBodyNotSent ends the write of a request whose body was held back: the
@@ -245,7 +244,6 @@ func (w *reqWriter) atHead(resp *http.Response, dl *exchangeDeadlines) (early, b
 		return nil, nil
 	}
 	w.stop(dl)
-	w.stoppedEarly = true
 	return &EarlyResponseError{StatusCode: resp.StatusCode}, nil
 }
 
