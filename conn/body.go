@@ -16,7 +16,7 @@ const (
 )
 
 // maxWriteWait is how long the end of a response waits for a request write still
-// running on its own goroutine ("Expect: 100-continue") before giving up on the
+// running on its own goroutine (see reqWriter) before giving up on the
 // connection, as net/http's maxWriteWaitBeforeConnReuse.
 const maxWriteWait = 50 * time.Millisecond
 
@@ -36,7 +36,7 @@ type body struct {
 	rc        io.ReadCloser
 	dl        *exchangeDeadlines // &deadlines
 	deadlines exchangeDeadlines
-	ex        *expectation // non-nil when the request was written on its own goroutine
+	w         *reqWriter // non-nil when the request has a body (written on its own goroutine)
 	done      func(reusable bool, idle time.Duration)
 	reusable  bool
 	idle      time.Duration
@@ -83,6 +83,10 @@ func (b *body) Read(p []byte) (int, error) {
 	case err != nil:
 		if ctxErr := b.dl.ctxErr(); ctxErr != nil {
 			err = ctxErr
+		} else if b.w != nil {
+			if bodyErr := b.w.bodyFailure(); bodyErr != nil {
+				err = bodyErr // the request's body failed and interrupted the exchange
+			}
 		}
 		b.err = err
 		b.finish(false)
@@ -124,7 +128,8 @@ func (b *body) Close() error {
 var errBodyClosed = errors.New("connactor: read on closed response body")
 
 // finish ends the exchange: it stops the context watch, waits (briefly) for a
-// request write still running, and reports whether the connection may be re-used.
+// request write still running if the connection could be re-used, stops it
+// otherwise, and reports whether the connection may be re-used.
 // Called with mu held (or before the body is shared).
 //
 // Bytes already read from the socket beyond the response's end (past its
@@ -139,15 +144,15 @@ func (b *body) finish(ok bool) {
 	if ok && b.c.br.Buffered() > 0 {
 		ok = false
 	}
-	if ok && b.ex != nil {
-		ok = b.ex.waitWritten(maxWriteWait)
+	if ok && b.reusable && b.w != nil {
+		ok = b.w.waitWritten(maxWriteWait)
 	}
 	if !ok {
 		b.c.broken = true
 		b.c.nc.Close()
-		if b.ex != nil {
-			b.ex.stop()
-		}
+	}
+	if b.w != nil {
+		b.w.stop(b.dl) // a write still running ends with the response (as net/http)
 	}
 	b.done(ok && b.reusable, b.idle)
 }

@@ -10,7 +10,10 @@
 // therefore served without a goroutine switch, while the route actor only ever
 // sends non-blocking messages (WatchIdle, Stop). Between an ExchangeResponse and
 // the Done callback the socket's reader is lent to the response body, which the
-// caller reads on its own goroutine; that is the one place state leaves Receive.
+// caller reads on its own goroutine, and a request's body is written by a
+// goroutine of the client's (full duplex, see reqWriter); those are the places
+// state leaves Receive. A request without a body is written on the caller's
+// goroutine.
 package conn
 
 import (

@@ -10,8 +10,9 @@ import (
 // exchangeDeadlines serializes the socket deadlines of one exchange, which are
 // set from several goroutines: the request context's end (a past deadline that
 // nothing clears afterwards), the response header timeout (set by the writer,
-// cleared when the head is read), a Close interrupting a blocked Read, and the
-// body drain.
+// cleared when the head is read), a Close interrupting a blocked Read, the body
+// drain, a failed request body (which interrupts as the context does) and an
+// early response stopping the write.
 type exchangeDeadlines struct {
 	nc   net.Conn
 	ctx  context.Context
@@ -76,13 +77,24 @@ func (d *exchangeDeadlines) endHead() {
 	d.mu.Unlock()
 }
 
-// writeFailed closes the socket if the final response head has not arrived:
-// the request is broken, and the response side must stop waiting for an answer.
-func (d *exchangeDeadlines) writeFailed() {
+// writeFailed bounds the response side's wait once the socket failed under
+// the request's writer: a response the server sent before closing is still
+// read, but nothing waits longer than grace for one. It does nothing once the
+// final head was read (the body is read as usual) or the context ended.
+func (d *exchangeDeadlines) writeFailed(grace time.Duration) {
 	d.mu.Lock()
-	if !d.headDone {
-		d.nc.Close()
+	if !d.dead && !d.headDone {
+		d.nc.SetReadDeadline(time.Now().Add(grace))
 	}
+	d.mu.Unlock()
+}
+
+// stopWrite ends a socket write that is blocked (an early response stops the
+// request's body): a past write deadline, which nothing clears until the
+// connection is closed. The read side is untouched.
+func (d *exchangeDeadlines) stopWrite() {
+	d.mu.Lock()
+	d.nc.SetWriteDeadline(aLongTimeAgo)
 	d.mu.Unlock()
 }
 

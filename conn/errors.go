@@ -74,3 +74,57 @@ func (e *ExchangeError) Timeout() bool {
 	var t interface{ Timeout() bool }
 	return errors.As(e.Err, &t) && t.Timeout()
 }
+
+// ErrEarlyResponse is wrapped by ExchangeResponse.Early (an
+// *EarlyResponseError): the server's final response arrived before the
+// request's body was sent in full, and the rest of the body was not sent. The
+// response is the server's answer all the same; the connection is not re-used.
+var ErrEarlyResponse = errors.New("response arrived before the request body was sent in full")
+
+// EarlyResponseError describes an early response (see ErrEarlyResponse and
+// ExchangeResponse.Early): errors.Is(err, ErrEarlyResponse) holds, and so does
+// errors.Is(err, WriteErr) when the write failed.
+type EarlyResponseError struct {
+	StatusCode int   // the early response's status
+	WriteErr   error // the socket's error if the write failed (the server closed); nil if the client stopped it
+}
+
+func (e *EarlyResponseError) Error() string {
+	if e.WriteErr != nil {
+		return fmt.Sprintf("connactor: %v (status %d): write: %v", ErrEarlyResponse, e.StatusCode, e.WriteErr)
+	}
+	return fmt.Sprintf("connactor: %v (status %d): the rest was not sent", ErrEarlyResponse, e.StatusCode)
+}
+
+// Unwrap returns ErrEarlyResponse and the write's error, if any.
+func (e *EarlyResponseError) Unwrap() []error {
+	if e.WriteErr != nil {
+		return []error{ErrEarlyResponse, e.WriteErr}
+	}
+	return []error{ErrEarlyResponse}
+}
+
+// RequestBodyError is the error of an exchange whose request body failed: its
+// Read returned Err, or net/http refused it (a body shorter than its
+// ContentLength, say). errors.Is(err, Err) holds, as with net/http. It is not
+// an *ExchangeError: the connection did not fail, the request did; and it is
+// not replayable, since its body failed. The connection is closed (the request
+// on the wire is incomplete). When the response had already been returned, its
+// body's Read returns this error.
+type RequestBodyError struct {
+	Err     error
+	Written bool // some bytes of the request reached the socket
+}
+
+func (e *RequestBodyError) Error() string {
+	return "connactor: reading the request body: " + e.Err.Error()
+}
+
+// Unwrap returns Err and, as ExchangeError does, ErrOutcomeUnknown when some of
+// the request was written, ErrNotSent otherwise.
+func (e *RequestBodyError) Unwrap() []error {
+	if e.Written {
+		return []error{e.Err, ErrOutcomeUnknown}
+	}
+	return []error{e.Err, ErrNotSent}
+}

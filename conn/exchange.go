@@ -7,9 +7,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
-	"sync/atomic"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // onExchange serves the lease holder's ExchangeRequest on its own goroutine. A
@@ -28,42 +25,37 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 			}
 		}
 	}()
-	resp, err := c.exchange(m)
+	r := c.exchange(m)
 	answered = true
-	if err != nil {
-		m.Reply <- ExchangeResponse{Err: err}
-		return
-	}
-	m.Reply <- ExchangeResponse{Resp: resp}
+	m.Reply <- r
 }
 
 // exchange writes the request and reads the response head with net/http's own
-// machinery (RFC 9112 framing, chunked bodies, trailers). The request is written
-// on this goroutine, unless it expects 100-continue (see expectation). It fires
-// the httptrace hooks of the request's context that belong to the exchange:
-// WroteHeaderField, WroteHeaders and WroteRequest (from Request.Write),
-// Wait100Continue, GotFirstResponseByte, Got100Continue and Got1xxResponse.
-func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
+// machinery (RFC 9112 framing, chunked bodies, trailers). A request without a
+// body is written on this goroutine before the head is read; one with a body is
+// written on a goroutine of its own while the head is read (see reqWriter). It
+// fires the httptrace hooks of the request's context that belong to the
+// exchange: WroteHeaderField, WroteHeaders and WroteRequest (from
+// Request.Write), Wait100Continue, GotFirstResponseByte, Got100Continue and
+// Got1xxResponse.
+func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 	req := m.Req
 	if c.nc == nil || c.broken {
-		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}}
 	}
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
-		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: err}
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: err}}
 	}
 	if err := c.stopWatch(); err != nil {
-		c.broken = true
-		c.nc.Close()
-		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
+		return c.stale(m, err)
 	}
 	if err := c.checkIdle(); err != nil {
-		c.broken = true
-		c.nc.Close()
-		return nil, &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}
+		return c.stale(m, err)
 	}
 	c.served++
 	c.wr.n.Store(0)
+	c.wr.err = nil
 	c.rd.n = 0
 
 	// The request's context bounds the whole exchange, body included: when it
@@ -74,9 +66,9 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 	dl.watch()
 	trace := httptrace.ContextClientTrace(ctx)
 
-	var ex *expectation
-	if c.opt.ExpectContinueTimeout > 0 && expectsContinue(req) {
-		ex = c.startExpect(req, trace, dl)
+	var w *reqWriter
+	if hasBody(req) {
+		w = c.startWriter(req, trace, dl)
 	} else {
 		if err := c.writeRequest(req); err != nil {
 			return c.abort(m, dl, nil, "write", err)
@@ -84,9 +76,9 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
 	}
 
-	resp, ambiguous, err := c.readHead(req, trace, ex)
+	resp, ambiguous, err := c.readHead(req, trace, w)
 	if err != nil {
-		return c.abort(m, dl, ex, "read", err)
+		return c.abort(m, dl, w, "read", err)
 	}
 	dl.endHead()
 	reusable, idle := Reusable(req, resp)
@@ -94,19 +86,39 @@ func (c *Actor) exchange(m *ExchangeRequest) (*http.Response, error) {
 		// Content-Length with chunked, or Transfer-Encoding in HTTP/1.0: the
 		// response is read as ReadResponse framed it (as net/http does), and
 		// the connection closed after it.
-		reusable, idle = false, 0
+		reusable, idle, c.broken = false, 0, true
 	}
-	b.rc, b.dl, b.ex, b.done, b.reusable, b.idle = resp.Body, dl, ex, m.Done, reusable, idle
+	var early error
+	if w != nil {
+		var bodyErr error
+		if early, bodyErr = w.atHead(resp, dl); bodyErr != nil {
+			return c.abort(m, dl, w, "write", bodyErr)
+		}
+		if early != nil {
+			reusable, idle, c.broken = false, 0, true
+		}
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return ExchangeResponse{Resp: c.upgrade(resp, dl, w, m.Done)}
+	}
+	b.rc, b.dl, b.w, b.done, b.reusable, b.idle = resp.Body, dl, w, m.Done, reusable, idle
 	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		// No body (HEAD, 204, 304, Content-Length: 0): the exchange is over now.
 		resp.Body.Close()
 		b.finish(true)
 		resp.Body = http.NoBody
-		return resp, nil
+		return ExchangeResponse{Resp: resp, Early: early}
 	}
 	resp.Body = b
-	return resp, nil
+	return ExchangeResponse{Resp: resp, Early: early}
+}
+
+// stale refuses a connection found unusable before anything was written.
+func (c *Actor) stale(m *ExchangeRequest, err error) ExchangeResponse {
+	c.broken = true
+	c.nc.Close()
+	return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}}
 }
 
 // checkIdle makes sure nothing is waiting on a connection that served earlier
@@ -142,7 +154,7 @@ func (c *Actor) writeRequest(req *http.Request) error {
 // together, unless the caller sees each 1xx through Got1xxResponse, in which
 // case each head gets the full budget (as net/http does). ambiguous reports a
 // final head whose framing cannot be trusted for re-use (see rawHead).
-func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *expectation) (resp *http.Response, ambiguous bool, err error) {
+func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, w *reqWriter) (resp *http.Response, ambiguous bool, err error) {
 	limit := c.opt.MaxResponseHeaderBytes
 	if limit <= 0 {
 		limit = 1 << 20
@@ -166,18 +178,18 @@ func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *ex
 		if code < 100 {
 			return nil, false, fmt.Errorf("malformed HTTP status code %q", resp.Status)
 		}
-		if code == http.StatusContinue && ex != nil {
+		if code == http.StatusContinue && w != nil && w.gate != nil {
 			if trace != nil && trace.Got100Continue != nil {
 				trace.Got100Continue()
 			}
-			ex.decide(true)
+			w.decide(true)
 		}
 		if code > 199 || code == http.StatusSwitchingProtocols {
-			if ex != nil {
+			if w != nil {
 				// A final status without 100 Continue: send the body anyway if the
 				// connection stays open (the server reads and discards it, RFC 9110
 				// section 10.1.1), skip it if the connection closes (net/http's rule).
-				ex.decide(!resp.Close && !req.Close)
+				w.decidedLate = w.decide(!resp.Close && !req.Close)
 			}
 			return resp, raw.ambiguous(resp, c.br, c.rd), nil
 		}
@@ -192,15 +204,19 @@ func (c *Actor) readHead(req *http.Request, trace *httptrace.ClientTrace, ex *ex
 
 // abort ends a failed exchange: the connection is closed and the error says how
 // far the exchange got.
-func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation, op string, err error) (*http.Response, error) {
+func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, w *reqWriter, op string, err error) ExchangeResponse {
 	ctxEnded := !dl.release()
-	if ex != nil {
-		ex.decide(false)
-		if werr := ex.writeErr(); werr != nil {
+	if w != nil {
+		w.decide(false)
+		if werr := w.failure(); werr != nil {
 			op, err = "write", werr // the write failed first; the read failed because of it
 		}
 	}
+	var bodyErr *RequestBodyError
 	switch {
+	case errors.As(err, &bodyErr):
+		// The caller's body failed: that is the outcome, whatever the
+		// connection did after it.
 	case errors.Is(err, errHeaderLimit):
 		err = fmt.Errorf("%w (limit %d bytes)", ErrResponseHeaderTooLarge, c.opt.MaxResponseHeaderBytes)
 	case ctxEnded && dl.ctx.Err() != nil:
@@ -219,55 +235,11 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, ex *expectation
 	}
 	c.broken = true
 	c.nc.Close()
-	if ex != nil {
-		ex.stop()
+	if w != nil {
+		w.stop(dl)
 	}
-	return nil, &ExchangeError{Op: op, Written: c.wr.n.Load() > 0, GotByte: c.rd.n > 0, Reused: m.Reused, Err: err}
-}
-
-// expectsContinue reports whether req waits for 100 Continue before its body.
-func expectsContinue(req *http.Request) bool {
-	return req.Body != nil && req.Body != http.NoBody &&
-		httpguts.HeaderValuesContainsToken(req.Header["Expect"], "100-continue")
-}
-
-// countingReader sits under the connection's bufio.Reader: it counts response
-// bytes and, while limit >= 0, refuses to read more than limit bytes (the
-// response header budget, as net/http's persistConn.readLimit). Only the
-// goroutine reading the response uses it.
-type countingReader struct {
-	r     io.Reader
-	n     int64 // bytes read in the current exchange
-	limit int64 // bytes still allowed; -1 = unlimited
-}
-
-var errHeaderLimit = errors.New("header limit reached")
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	if r.limit == 0 {
-		return 0, errHeaderLimit
+	if bodyErr != nil {
+		return ExchangeResponse{Err: bodyErr}
 	}
-	if r.limit > 0 && int64(len(p)) > r.limit {
-		p = p[:r.limit]
-	}
-	n, err := r.r.Read(p)
-	r.n += int64(n)
-	if r.limit > 0 {
-		r.limit -= int64(n)
-	}
-	return n, err
-}
-
-// countingWriter sits under the connection's bufio.Writer and counts bytes that
-// reached the socket: zero means a replay cannot duplicate anything. n is read
-// by the response side while a request is written on its own goroutine.
-type countingWriter struct {
-	w io.Writer
-	n atomic.Int64
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.w.Write(p)
-	w.n.Add(int64(n))
-	return n, err
+	return ExchangeResponse{Err: &ExchangeError{Op: op, Written: c.wr.n.Load() > 0, GotByte: c.rd.n > 0, Reused: m.Reused, Err: err}}
 }

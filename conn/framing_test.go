@@ -35,7 +35,8 @@ func runScripted(t *testing.T, method, raw string) scripted {
 		t.Fatal(err)
 	}
 	m := &ExchangeRequest{Req: req, Done: func(r bool, _ time.Duration) { s.dones++; s.reusable = r }}
-	s.resp, s.err = s.c.exchange(m)
+	r := s.c.exchange(m)
+	s.resp, s.err = r.Resp, r.Err
 	if s.err != nil {
 		return s
 	}
@@ -108,7 +109,7 @@ func TestExchangeRefusesConnectionWithBytesWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("GET", "http://example.test/", nil)
-	_, err := c.exchange(&ExchangeRequest{Req: req, Reused: true, Done: func(bool, time.Duration) { t.Error("Done called") }})
+	err := c.exchange(&ExchangeRequest{Req: req, Reused: true, Done: func(bool, time.Duration) { t.Error("Done called") }}).Err
 	var ee *ExchangeError
 	if !errors.As(err, &ee) || ee.Written || !errors.Is(err, ErrStaleConn) || !errors.Is(err, ErrNotSent) {
 		t.Fatalf("exchange with bytes waiting: %v; want ErrStaleConn, nothing written", err)
@@ -158,10 +159,11 @@ func TestContentLengthWithChunkedIsCaughtInAHeadThatArrivesInPieces(t *testing.T
 		c := newBareActor(nc, opt)
 		req, _ := http.NewRequest("GET", "http://example.test/", nil)
 		reusable := true
-		resp, err := c.exchange(&ExchangeRequest{Req: req, Done: func(r bool, _ time.Duration) { reusable = r }})
-		if err != nil {
-			t.Fatal(err)
+		r := c.exchange(&ExchangeRequest{Req: req, Done: func(r bool, _ time.Duration) { reusable = r }})
+		if r.Err != nil {
+			t.Fatal(r.Err)
 		}
+		resp := r.Resp
 		if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
 			t.Fatalf("body %q, %v", b, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
@@ -60,13 +61,39 @@ func FuzzParseKeepAlive(f *testing.F) {
 }
 
 // FuzzReusable parses a response head with net/http and checks the re-use
-// decision against RFC 9112's rules that http.ReadResponse exposes.
+// decision against RFC 9112's rules that http.ReadResponse exposes. It also
+// checks the hand-written raw-head scan (rawHead.ambiguous) differentially
+// against net/textproto's parse of the same head: Content-Length present in a
+// chunked response, Transfer-Encoding in an HTTP/1.0 one.
 func FuzzReusable(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string, method string) {
 		req := &http.Request{Method: method, Header: http.Header{}}
-		resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), req)
+		cr := &countingReader{r: strings.NewReader(raw), limit: -1}
+		br := bufio.NewReaderSize(cr, 4096)
+		br.Peek(1)
+		var head rawHead
+		head.mark(br, cr)
+		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			return
+		}
+		if cr.n == head.socketAt { // the head arrived in one read: the scan must be exact
+			tp := textproto.NewReader(bufio.NewReader(strings.NewReader(raw)))
+			tp.ReadLine()
+			hdr, err := tp.ReadMIMEHeader()
+			if err != nil {
+				t.Fatalf("ReadResponse took a head textproto refuses: %v", err)
+			}
+			want := false
+			switch {
+			case resp.TransferEncoding != nil:
+				_, want = hdr["Content-Length"]
+			case resp.ProtoMinor == 0:
+				_, want = hdr["Transfer-Encoding"]
+			}
+			if got := head.ambiguous(resp, br, cr); got != want {
+				t.Fatalf("raw head scan says %v, textproto's header %v", got, hdr)
+			}
 		}
 		ok, idle := Reusable(req, resp)
 		if ok2, idle2 := Reusable(req, resp); ok2 != ok || idle2 != idle {
@@ -85,27 +112,42 @@ func FuzzReusable(f *testing.F) {
 	})
 }
 
-// FuzzExchange feeds arbitrary server bytes to a connection's exchange and
-// reads the body to its end: no panic, a typed error or a response, the exchange
-// ended exactly once, and a connection re-used only after a clean, reusable
-// exchange.
+// FuzzExchange feeds arbitrary server bytes to a connection's exchange, for a
+// GET, a HEAD, a POST with a small in-memory body (written inline) and a PUT
+// with a 100 KiB streamed body (written by the request writer), and reads the
+// body to its end: no panic, a typed error or a response, the exchange ended
+// exactly once, a connection re-used only after a clean, reusable exchange,
+// and never with bytes left in its reader (issue 10: no desync). A 101
+// response's body is the connection and ends the exchange, unreusable, when
+// closed.
 func FuzzExchange(f *testing.F) {
 	opt := &Options{MaxResponseHeaderBytes: 4096, Go: func(fn func()) { fn() },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	f.Fuzz(func(t *testing.T, raw []byte, head bool) {
+	f.Fuzz(func(t *testing.T, raw []byte, mode uint8) { exchangeOnce(t, opt, raw, mode) })
+}
+
+// exchangeOnce is FuzzExchange's body.
+func exchangeOnce(t *testing.T, opt *Options, raw []byte, mode uint8) {
+	{
 		nc := &scriptConn{r: bytes.NewReader(raw)}
 		c := newBareActor(nc, opt)
-		method := "GET"
-		if head {
+		method, body := "GET", io.Reader(nil)
+		switch mode % 4 {
+		case 1:
 			method = "HEAD"
+		case 2:
+			method, body = "POST", strings.NewReader("a small body")
+		case 3:
+			method, body = "PUT", io.LimitReader(zeros{}, 100<<10)
 		}
-		req, err := http.NewRequest(method, "http://example.test/", nil)
+		req, err := http.NewRequest(method, "http://example.test/", body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dones, reused := 0, false
 		m := &ExchangeRequest{Req: req, Done: func(r bool, _ time.Duration) { dones++; reused = r }}
-		resp, err := c.exchange(m)
+		r := c.exchange(m)
+		resp, err := r.Resp, r.Err
 		if err != nil {
 			var ee *ExchangeError
 			if !errors.As(err, &ee) || !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, ErrNotSent) {
@@ -122,6 +164,22 @@ func FuzzExchange(f *testing.F) {
 		if resp.StatusCode < 100 || resp.StatusCode > 999 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
+		if r.Early != nil {
+			t.Fatalf("early response %v, though the body was written before the head was read", r.Early)
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			rwc, ok := resp.Body.(io.ReadWriteCloser)
+			if !ok || dones != 0 || !c.broken {
+				t.Fatalf("101: body %T, Done called %d times, broken %v", resp.Body, dones, c.broken)
+			}
+			io.Copy(io.Discard, rwc)
+			rwc.Close()
+			rwc.Close()
+			if dones != 1 || reused {
+				t.Fatalf("101 body closed: Done called %d times, reused %v", dones, reused)
+			}
+			return
+		}
 		_, readErr := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if dones != 1 {
@@ -131,6 +189,9 @@ func FuzzExchange(f *testing.F) {
 			if ok, _ := Reusable(req, resp); !ok || readErr != nil || c.broken || nc.closed {
 				t.Fatalf("re-used after Reusable %v, read error %v, broken %v, closed %v", ok, readErr, c.broken, nc.closed)
 			}
+			if n := c.br.Buffered(); n > 0 {
+				t.Fatalf("re-used with %d bytes left in the reader", n)
+			}
 		} else if !c.broken && !nc.closed {
 			if ok, _ := Reusable(req, resp); ok && readErr == nil {
 				// Fine: Done(false) on a reusable, intact exchange is allowed only
@@ -138,7 +199,7 @@ func FuzzExchange(f *testing.F) {
 				t.Fatal("a clean, reusable exchange was not re-used")
 			}
 		}
-	})
+	}
 }
 
 // newBareActor makes a connection actor around nc without an actor system, as

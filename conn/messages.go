@@ -88,10 +88,27 @@ type ExchangeRequest struct {
 }
 
 // ExchangeResponse answers an ExchangeRequest: a response with a streaming body,
-// or an error (an *ExchangeError, or the request context's error).
+// or an error (an *ExchangeError, a *RequestBodyError when the request's body
+// failed, or the request context's error).
+//
+// The request's body is written while the response is read (full duplex, as
+// net/http does). Early is non-nil (an *EarlyResponseError, errors.Is
+// ErrEarlyResponse) when Resp arrived before the body was sent in full and the
+// rest will not be sent: the server answered and closed (401 or 413 before an
+// upload), or answered with a final status of 300 or more, after which the
+// client stops sending (as curl does). Resp is the server's answer all the
+// same, and the connection is not re-used after it. Early is nil when the body
+// was sent, and when a response below 300 streams while the body is still
+// being written (a stream echoed back, a CONNECT tunnel).
+//
+// A 101 Switching Protocols response's Body is an io.ReadWriteCloser over the
+// connection (as net/http's): the connection leaves HTTP, is never re-used, is
+// no longer bounded by the request's context, and Done(false, 0) is called when
+// that Body is closed.
 type ExchangeResponse struct {
-	Resp *http.Response
-	Err  error
+	Resp  *http.Response
+	Err   error
+	Early error
 }
 
 // dialResult is sent by the dial goroutine to its own connection actor.
