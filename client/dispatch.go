@@ -30,10 +30,15 @@ type Handler interface {
 	OnResponse(h *Handle, resp *http.Response)
 	// OnProblem reports a problem; for a non-fatal one, returning true makes it
 	// fatal. A fatal problem is the final notification: the request is over and
-	// holds no connection. Today's non-fatal problem is a request that failed on
-	// a re-used connection before any response byte and is about to be replayed
-	// on a fresh one (errors.Is ErrNotSent or ErrOutcomeUnknown); returning true
-	// refuses the replay, and OnProblem(h, err, true) follows.
+	// holds no connection. The non-fatal problems are:
+	//   - a request that failed on a re-used connection before any response
+	//     byte and is about to be replayed on a fresh one (errors.Is ErrNotSent
+	//     or ErrOutcomeUnknown); returning true refuses the replay;
+	//   - a response that arrived before the request body was sent in full
+	//     (errors.Is ErrEarlyResponse: the server answered early, e.g. 413 or
+	//     401 to a large upload); its connection is not re-used; returning true
+	//     discards the response.
+	// Either way, when made fatal, OnProblem(h, err, true) follows.
 	OnProblem(h *Handle, err error, fatal bool) (makeFatal bool)
 }
 
@@ -212,7 +217,7 @@ func (d *dispatcher) dispatch(h *Handle) {
 	if h.req == nil {
 		_, err = d.c.RoundTrip(nil) // the usual "nil request" error
 	} else {
-		resp, err = d.c.roundTrip(h.req, h.retryAllowed)
+		resp, err = d.c.roundTrip(h.req, h)
 	}
 	if err != nil {
 		if h.failed(err) {
@@ -292,10 +297,19 @@ func (d *dispatcher) problem(h *Handle, err error) error {
 	}
 }
 
-// retryAllowed is the retry hook of a Handle's request (see roundTrip): a
-// request that failed on a re-used connection is a non-fatal problem, which
-// the Handle's handler may escalate to refuse the replay; Abort refuses it too.
-func (h *Handle) retryAllowed(err error) bool {
+// replaying is a Handle's hook (problems): a request that failed on a
+// re-used connection is a non-fatal problem, which the Handle's handler may
+// escalate to refuse the replay; Abort refuses it too.
+func (h *Handle) replaying(err error) bool { return h.nonFatal(err) }
+
+// earlyResponse is a Handle's hook (problems): a response that arrived before
+// the request body was sent in full (the server answered early, say 413) is
+// a non-fatal problem before OnResponse, which the handler may escalate: the
+// response is then discarded and OnProblem(err, true) follows.
+func (h *Handle) earlyResponse(err error) bool { return h.nonFatal(err) }
+
+// nonFatal notifies a non-fatal problem and reports whether to carry on.
+func (h *Handle) nonFatal(err error) bool {
 	if fatal := h.c.disp.problem(h, err); fatal != nil {
 		if fatal != err {
 			h.fatalErr = fatal // the handler panicked: that is the problem now

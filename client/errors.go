@@ -147,3 +147,10 @@ type wrapped struct{ err, cause error }
 
 func (w *wrapped) Error() string   { return w.err.Error() }
 func (w *wrapped) Unwrap() []error { return []error{w.err, w.cause} }
+
+// ErrEarlyResponse marks a response that arrived before the request body was
+// sent in full: the server answered early (413, 401, ... before reading an
+// upload), and the write was stopped. RoundTrip returns such a response (as
+// net/http does); Send's handlers hear of it first as a non-fatal problem
+// (errors.Is(err, ErrEarlyResponse)). Its connection is not re-used.
+var ErrEarlyResponse = conn.ErrEarlyResponse

@@ -23,6 +23,7 @@ type exchange struct {
 	trace *httptrace.ClientTrace
 	route *actors.RouteHandle
 	got   actors.Lease
+	early error // the response arrived before the body was sent in full (conn.ErrEarlyResponse)
 
 	ticket   wait.Ticket[actors.Lease]
 	leaseReq actors.LeaseRequest
@@ -111,6 +112,7 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 	if r.Resp.TLS == nil {
 		r.Resp.TLS = x.got.TLSState
 	}
+	x.early = r.Early
 	return r.Resp, nil
 }
 

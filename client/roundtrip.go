@@ -31,10 +31,21 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.roundTrip(req, nil)
 }
 
-// roundTrip is RoundTrip with a retry hook: before replaying a request that
-// failed on a re-used connection it asks retry (nil = always replay). Send's
-// Handles use it to let their handler refuse the replay.
-func (c *Client) roundTrip(req *http.Request, retry func(error) bool) (*http.Response, error) {
+// problems are the hooks of a request sent with Send, through which its
+// Handle's handler hears of non-fatal problems and may make them fatal; nil
+// for RoundTrip. Each returns true to carry on.
+type problems interface {
+	// replaying is asked before a request that failed on a re-used
+	// connection is replayed on a new one.
+	replaying(err error) bool
+	// earlyResponse is told that the response arrived before the request
+	// body was sent in full (conn.ErrEarlyResponse); false discards it.
+	earlyResponse(err error) bool
+}
+
+// roundTrip is RoundTrip with the hooks of Send's Handles (nil for
+// RoundTrip), whose handlers hear of non-fatal problems.
+func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, error) {
 	key, err := c.check(req)
 	if err != nil {
 		closeBody(req)
@@ -53,7 +64,12 @@ func (c *Client) roundTrip(req *http.Request, retry func(error) bool) (*http.Res
 		c.failed(tel, err)
 		return nil, err
 	}
-	resp, err := c.send(&lim, out, key, tel, retry)
+	resp, early, err := c.send(&lim, out, key, tel, hooks)
+	if err == nil && early != nil && hooks != nil && !hooks.earlyResponse(early) {
+		resp.Body.Close() // made fatal: the response is discarded, its connection closed
+		c.failed(tel, early)
+		return nil, early
+	}
 	if err != nil {
 		c.admission.Release()
 		c.failed(tel, err)
@@ -106,18 +122,18 @@ func (c *Client) admit(l *waitLimit) error {
 
 // send leases a connection and exchanges req on it, replaying it once on a
 // fresh connection when it failed on a re-used one and replaying is safe.
-func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telemetry.Request, retry func(error) bool) (*http.Response, error) {
+func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telemetry.Request, hooks problems) (resp *http.Response, early, err error) {
 	trace := httptrace.ContextClientTrace(l.ctx)
 	fresh, avoid := false, uint64(0)
 	for attempt := 0; ; attempt++ {
 		x := &exchange{c: c, tel: tel, trace: trace}
 		if err := x.lease(l, key, fresh, avoid); err != nil {
 			closeBody(req)
-			return nil, err
+			return nil, nil, err
 		}
 		resp, err := x.exchange(req)
 		if err == nil {
-			return resp, nil
+			return resp, x.early, nil
 		}
 		if next, again := replay(req, err, x.got, attempt); again {
 			if x.got.H2 != nil {
@@ -128,7 +144,7 @@ func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telem
 			}
 			if !c.budget.allow() {
 				tel.RetryRefused(err)
-			} else if retry == nil || retry(err) {
+			} else if hooks == nil || hooks.replaying(err) {
 				tel.Retry(err)
 				req = next
 				fresh, avoid = x.got.H2 == nil, x.got.ConnID
@@ -137,9 +153,9 @@ func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telem
 		}
 		closeBody(req)
 		if ctxErr := l.ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-			return nil, fmt.Errorf("%w: %w", ctxErr, err)
+			return nil, nil, fmt.Errorf("%w: %w", ctxErr, err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 }
 
