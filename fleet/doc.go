@@ -24,7 +24,7 @@
 //
 // # The contract with the supervisor
 //
-// Two messages, both without reply, both sent with actor.Context.Send or
+// Three messages, all without reply, all sent with actor.Context.Send or
 // RootContext.Send inside one actor system:
 //
 //   - *UsageReported{Route, Held, Idle, Waiting}: supervisor -> keeper
@@ -38,6 +38,8 @@
 //     connections (dials count); when Share shrinks it closes idle connections
 //     above it and opens none until under it; it never cuts a request in
 //     flight.
+//   - *SharesRequest{}: supervisor -> keeper, when the supervisor starts or
+//     restarted: the keeper sends a ShareChanged for every share above 0.
 //
 // A route's first connection waits for the first grant: a grain round trip
 // (tens of microseconds on the same member, a few hundred across members), or
