@@ -69,6 +69,7 @@ type StatusLimits struct {
 	LeaseTimeout          float64 `json:"leaseTimeout"`          // Config.LeaseTimeout
 	MaxIdleTime           float64 `json:"maxIdleTime"`           // Config.MaxIdleTime
 	MaxLifetime           float64 `json:"maxLifetime"`           // Config.MaxLifetime
+	FleetMaxConnsPerRoute int     `json:"fleetMaxConnsPerRoute"` // Config.FleetMaxConnsPerRoute (0 = no fleet budget)
 }
 
 // StatusTotals are the client-wide counts of a Stats snapshot, field for
@@ -118,6 +119,10 @@ type StatusRoute struct {
 	ClosedBy      map[string]uint64 `json:"closedBy"`                // RouteStats.ClosedBy
 	RecentCloses  []StatusClose     `json:"recentCloses"`            // RouteStats.RecentCloses
 	RecentWaits   []StatusWait      `json:"recentWaits"`             // RouteStats.RecentWaits
+	FleetShare    int               `json:"fleetShare"`              // RouteStats.FleetShare
+	FleetBudget   int               `json:"fleetBudget"`             // RouteStats.FleetBudget
+	FleetState    string            `json:"fleetState,omitempty"`    // RouteStats.FleetState ("" without a fleet budget)
+	FleetRenewal  float64           `json:"fleetRenewal"`            // RouteStats.FleetRenewal
 }
 
 // StatusClose is a recent connection close (Age in seconds).
@@ -146,6 +151,7 @@ func (c *Client) Status() Status {
 			MaxConnsPerRoute: c.cfg.MaxConnsPerRoute, MaxConnsTotal: c.cfg.MaxConnsTotal,
 			MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),
 			MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
+			FleetMaxConnsPerRoute: c.cfg.FleetMaxConnsPerRoute,
 		},
 		Totals: StatusTotals{Open: st.Open, Leased: st.Leased, Idle: st.Idle, Pending: st.Pending,
 			MaxConnsTotal: st.MaxConnsTotal, Connections: st.Connections,
@@ -161,6 +167,7 @@ func (c *Client) Status() Status {
 			Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts,
 			OldestLease: r.OldestLease.Seconds(), ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
 			QueueFull: r.QueueFull, FailFast: r.FailFast, FailedFast: r.FailedFast, LearnedIdle: r.LearnedIdle.Seconds(),
+			FleetShare: r.FleetShare, FleetBudget: r.FleetBudget, FleetState: r.FleetState, FleetRenewal: r.FleetRenewal.Seconds(),
 			RecentCloses: make([]StatusClose, 0, len(r.RecentCloses)),
 			RecentWaits:  make([]StatusWait, 0, len(r.RecentWaits))}
 		if !r.FailFastUntil.IsZero() {
