@@ -123,6 +123,14 @@ type Config struct {
 	// route's name (identity included) is the budget grain's identity in
 	// the cluster.
 	FleetMaxConnsPerRoute int
+	// FleetFloor is a route's share while its lease has expired and its
+	// budget grain cannot be reached (the cluster is split or its member
+	// provider has not yet noticed a dead member). 0 = FleetMaxConnsPerRoute
+	// divided by the members this node sees. Negative = 0: the node then
+	// opens nothing to a route it holds no lease for, which keeps the budget
+	// under any partition at the cost of availability; a floor above 0 keeps
+	// serving, and the fleet can exceed the budget while it is split.
+	FleetFloor int
 
 	fault actors.FaultHook // fault injection (tests of this package only)
 }

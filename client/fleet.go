@@ -75,6 +75,7 @@ func (c *Client) startFleet(supName string) (*actor.PID, error) {
 	k, err := fleet.New(fleet.Config{
 		Cluster:    c.cfg.Cluster,
 		Budget:     c.cfg.FleetMaxConnsPerRoute,
+		Floor:      c.cfg.FleetFloor,
 		Supervisor: c.sys.NewLocalPID(supName),
 		Logger:     c.cfg.Logger,
 		OnRenewal:  func(r fleet.Renewal) { c.tel.FleetRenewal(r.Took, r.Err) },
@@ -108,6 +109,7 @@ func (c *Client) fleetStats(st *Stats) {
 	if err != nil {
 		return // closing
 	}
+	st.FleetMembers = snap.Members
 	byRoute := make(map[string]fleet.RouteShare, len(snap.Routes))
 	for _, r := range snap.Routes {
 		byRoute[r.Route] = r

@@ -37,6 +37,10 @@ type Stats struct {
 	// (0 = none). A response whose body is never read to its end nor closed holds
 	// its connection forever: it shows here, growing.
 	OldestLease time.Duration
+	// FleetMembers is the number of cluster members that run the budget
+	// grain's kind, as this node sees them (0 without a fleet budget, or
+	// until known): the default FleetFloor divides the budget by it.
+	FleetMembers int
 }
 
 // RouteStats is one route's snapshot.

@@ -91,6 +91,7 @@ type StatusTotals struct {
 	Retries          uint64  `json:"retries"`          // Stats.Retries
 	RetriesRefused   uint64  `json:"retriesRefused"`   // Stats.RetriesRefused
 	OldestLease      float64 `json:"oldestLease"`      // Stats.OldestLease
+	FleetMembers     int     `json:"fleetMembers"`     // Stats.FleetMembers
 }
 
 // StatusRoute is one route of the status page: a RouteStats, field for field
@@ -158,7 +159,7 @@ func (c *Client) Status() Status {
 			InFlight: st.InFlight, PendingAdmission: st.PendingAdmission, PendingPermits: st.PendingPermits,
 			Evictions: st.Evictions, Expired: st.Expired, DialFailures: st.DialFailures,
 			RouteFailures: st.RouteFailures, Retries: st.Retries, RetriesRefused: st.RetriesRefused,
-			OldestLease: st.OldestLease.Seconds()},
+			OldestLease: st.OldestLease.Seconds(), FleetMembers: st.FleetMembers},
 		Routes: make([]StatusRoute, 0, len(st.Routes)),
 	}
 	for _, r := range st.Routes {
