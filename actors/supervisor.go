@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/route"
 )
 
@@ -30,6 +31,18 @@ type SupervisorConfig struct {
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.
 	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer
+
+	// Fleet is the node's fleet budget keeper (fleet.Keeper.PID); nil = no
+	// fleet budget. With it the supervisor tells the keeper each route's
+	// demand (fleet.UsageReported, on change only) and grants a route a
+	// permit only while the route holds less than its share
+	// (fleet.ShareChanged); see supervisor_fleet.go.
+	Fleet *actor.PID
+	// FleetInterval is how often the supervisor looks at the routes'
+	// published idle and waiting counts for a change to report to Fleet
+	// (default 100ms). Changes the supervisor sees by message (permits asked,
+	// granted, given back) are reported at once.
+	FleetInterval time.Duration
 }
 
 // Incarnation is one life of the supervisor actor: Done is closed when that
@@ -47,18 +60,26 @@ func (i *Incarnation) Done() <-chan struct{} { return i.done }
 const RouteInlineBudget = 16
 
 type routeEntry struct {
-	h    *RouteHandle
-	host string        // the target's host:port (MaxConnsPerHost)
-	done chan struct{} // h.Done, closed once the route actor has stopped
-	held int           // permits granted and not yet given back (open or dialing connections)
-	room bool          // told RoomWanted{true}
+	h        *RouteHandle
+	name     string        // h.Key.String(): the fleet budget's route
+	host     string        // the target's host:port (MaxConnsPerHost)
+	done     chan struct{} // h.Done, closed once the route actor has stopped
+	held     int           // permits granted and not yet given back (open or dialing connections)
+	queued   int           // permits of this route waiting in the supervisor's queue
+	evicting bool          // an EvictIdleRequest to it is unanswered
+	// roomTotal: room is wanted of this route under MaxConnsTotal or
+	// MaxConnsPerHost (wantRoom). room: what the route was last told
+	// (RoomWanted): roomTotal, or the route holds more than its fleet share.
+	roomTotal, room bool
+	fleetRoute      // the fleet share and the last usage reported
 }
 
 // Supervisor is the supervisor actor: it starts one route actor per route and
 // supervises them, enforces MaxConnsTotal (granting connection permits in FIFO
 // order, evicting the least recently used idle connection of any route when the
-// total is reached, asking routes for freed connections when none is idle), and
-// runs idle and lifetime expiry.
+// total is reached, asking routes for freed connections when none is idle),
+// keeps each route within its fleet share when a fleet budget is on
+// (supervisor_fleet.go), and runs idle and lifetime expiry.
 type Supervisor struct {
 	cfg  *SupervisorConfig
 	self *actor.PID
@@ -70,9 +91,10 @@ type Supervisor struct {
 	hostHeld map[string]int        // permits held per host (MaxConnsPerHost)
 	permits  WaitQueue[*actor.PID] // routes waiting for room, FIFO
 	permitN  uint64
-	evict    bool // an EvictIdleRequest is in flight
-	roomN    int  // routes told RoomWanted{true}
+	evicting int // routes with an EvictIdleRequest unanswered (routeEntry.evicting)
+	roomN    int // routes with roomTotal set
 	closing  bool
+	fleet    fleetState // fleet budgets (supervisor_fleet.go)
 
 	stopTicker chan struct{}
 
@@ -83,7 +105,7 @@ type Supervisor struct {
 func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{},
-			hostHeld: map[string]int{}}
+			hostHeld: map[string]int{}, fleet: newFleetState()}
 	}
 }
 
@@ -98,13 +120,17 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onRouteRequest(ctx, m)
 		return
 	case *PermitRequest:
-		s.onPermitRequest(m)
+		s.onPermitRequest(ctx, m)
 	case *PermitReturned:
-		s.freePlace(m.From)
+		s.freePlace(ctx, m.From)
 	case *ConnClosed:
-		s.onConnClosed(m)
+		s.onConnClosed(ctx, m)
 	case *EvictIdleResponse:
-		s.evict = false
+		s.onEvictIdleResponse(ctx, m)
+	case *fleet.ShareChanged:
+		s.onShareChanged(ctx, m)
+	case *fleetTick:
+		s.onFleetTick(ctx)
 	case *StatsRequest:
 		m.Reply <- s.statsResponse()
 		return
@@ -115,7 +141,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onStarted(ctx)
 		return
 	case *actor.Terminated:
-		s.onTerminated(m)
+		s.onTerminated(ctx, m)
 	case *actor.Restarting:
 		s.cfg.Logger.Error("connactor: supervisor failed; restarting with every route closed")
 		s.closing = true // this instance is done; its routes stop
@@ -140,21 +166,37 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
 	s.inc = &Incarnation{done: make(chan struct{})}
 	s.cfg.Incarnation.Store(s.inc)
-	if s.cfg.ExpiryInterval <= 0 {
+	if s.cfg.Fleet != nil {
+		// Every share is 0 until told; after a restart, the keeper tells again.
+		ctx.Send(s.cfg.Fleet, &fleet.SharesRequest{})
+	}
+	expiry, fleetEvery := s.cfg.ExpiryInterval, s.fleetInterval()
+	if expiry <= 0 && fleetEvery <= 0 {
 		return
 	}
 	stop := make(chan struct{})
 	s.stopTicker = stop
-	sys, self, every := ctx.ActorSystem(), ctx.Self(), s.cfg.ExpiryInterval
+	sys, self := ctx.ActorSystem(), ctx.Self()
 	s.cfg.Go(func() { // owned by the client's WaitGroup; ends when the supervisor stops or restarts
-		t := time.NewTicker(every)
-		defer t.Stop()
+		var expiryC, fleetC <-chan time.Time
+		if expiry > 0 {
+			t := time.NewTicker(expiry)
+			defer t.Stop()
+			expiryC = t.C
+		}
+		if fleetEvery > 0 {
+			t := time.NewTicker(fleetEvery)
+			defer t.Stop()
+			fleetC = t.C
+		}
 		for {
 			select {
 			case <-stop:
 				return
-			case now := <-t.C:
+			case now := <-expiryC:
 				sys.Root.Send(self, &expiryTick{now: now})
+			case <-fleetC:
+				sys.Root.Send(self, theFleetTick)
 			}
 		}
 	})
@@ -183,6 +225,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		return
 	}
 	pub := &RoutePublished{}
+	fp := &FleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
 		newRoute = NewRoute
@@ -191,118 +234,74 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
 	pid := ctx.Spawn(props)
 	done := make(chan struct{})
-	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Done: done}, host: m.Key.Addr(), done: done}
+	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
 	s.routes[m.Key] = e
 	s.byID[pid.Id] = e
+	s.fleetRouteStarted(e)
 	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
 }
 
-func (s *Supervisor) onPermitRequest(m *PermitRequest) {
-	if s.byID[m.From.Id] == nil {
+func (s *Supervisor) onPermitRequest(ctx actor.Context, m *PermitRequest) {
+	e := s.byID[m.From.Id]
+	if e == nil {
 		return // a route that has stopped
 	}
 	s.permitN++
 	s.permits.Push(s.permitN, m.From)
+	e.queued++
+	s.report(ctx, e)
 }
 
 // grantPermits grants queued permits in arrival order while MaxConnsTotal
 // and MaxConnsPerHost allow: a waiter whose host is at its cap lets waiters of
-// other hosts behind it pass, and is served first among its host's. When
-// nothing more can be granted, it makes room: it asks the route with the
-// least recently used idle connection (of the oldest waiter's host, when the
-// host cap blocks) to close it, or, with no such idle connection, asks the
-// routes holding connections (of that host) to close the next one they free
-// (RoomWanted). Runs after every message that may free a place or queue a
-// permit.
+// other hosts behind it pass, and is served first among its host's. With a
+// fleet budget, a route that holds its share gets no permit: its waiters let
+// the others pass, and no room is made for them. When nothing more can be
+// granted, it makes room for the oldest waiter the fleet allows: it asks the
+// route with the least recently used idle connection (of that waiter's host,
+// when the host cap blocks) to close it, or, with no such idle connection,
+// asks the routes holding connections (of that host) to close the next one
+// they free (RoomWanted). Runs after every message that may free a place or
+// queue a permit.
 func (s *Supervisor) grantPermits(ctx actor.Context) {
-	for s.permits.Len() > 0 {
+	for {
+		_, first, ok := s.permits.Find(s.fleetAllows)
+		if !ok {
+			break // nothing queued, or every route queued holds its share
+		}
 		if s.total >= s.cfg.MaxConnsTotal {
 			s.makeRoom(ctx, "")
 			return
 		}
-		_, pid, ok := s.permits.TakeFirst(s.hostHasRoom)
+		_, pid, ok := s.permits.TakeFirst(s.grantable)
 		if !ok {
-			_, oldest, _ := s.permits.Peek()
-			s.makeRoom(ctx, s.byID[oldest.Id].host)
+			// first is a live route's: a stopped route's permit is grantable.
+			s.makeRoom(ctx, s.byID[first.Id].host)
 			return
 		}
 		e := s.byID[pid.Id]
 		if e == nil {
 			continue // stopped while it waited
 		}
+		e.queued--
 		e.held++
 		s.total++
 		s.hostHeld[e.host]++
 		ctx.Send(pid, &PermitResponse{})
+		s.report(ctx, e)
 	}
 	s.wantRoom(ctx, false, "")
 }
 
-// hostHasRoom reports whether the route of a queued permit may get one under
-// MaxConnsPerHost (a stopped route's permit is taken and dropped).
-func (s *Supervisor) hostHasRoom(pid *actor.PID) bool {
+// grantable reports whether the route of a queued permit may get one now,
+// under MaxConnsPerHost and its fleet share (a stopped route's permit is
+// taken and dropped).
+func (s *Supervisor) grantable(pid *actor.PID) bool {
 	e := s.byID[pid.Id]
-	return e == nil || s.cfg.MaxConnsPerHost <= 0 || s.hostHeld[e.host] < s.cfg.MaxConnsPerHost
+	return e == nil || ((s.cfg.MaxConnsPerHost <= 0 || s.hostHeld[e.host] < s.cfg.MaxConnsPerHost) && s.underShare(e))
 }
 
-// makeRoom frees a place for the oldest waiter: any place when the total is
-// reached (host ""), a place of host otherwise.
-func (s *Supervisor) makeRoom(ctx actor.Context, host string) {
-	if s.evict {
-		return
-	}
-	if e := s.lruIdleRoute(host); e != nil {
-		s.evict = true
-		ctx.Send(e.h.PID, &EvictIdleRequest{})
-		return
-	}
-	s.wantRoom(ctx, true, host)
-}
-
-// wantRoom tells routes that room is wanted (of host, or of any host when it
-// is ""), or no longer: the routes holding connections that can free the
-// place are told, the others told it is no longer wanted; one message per
-// route per change. It costs a pass over the routes only while room is
-// wanted or was.
-func (s *Supervisor) wantRoom(ctx actor.Context, want bool, host string) {
-	if !want && s.roomN == 0 {
-		return
-	}
-	for _, e := range s.byID {
-		w := want && e.held > 0 && (host == "" || e.host == host)
-		if w == e.room {
-			continue
-		}
-		e.room = w
-		if w {
-			s.roomN++
-		} else {
-			s.roomN--
-		}
-		ctx.Send(e.h.PID, &RoomWanted{Wanted: w})
-	}
-}
-
-// lruIdleRoute finds the route (of host, or of any host when it is "") whose
-// oldest idle connection is the least recently used of all, from the routes'
-// published LRUIdleSince. It costs one atomic load per route and runs only
-// when a limit is reached.
-func (s *Supervisor) lruIdleRoute(host string) *routeEntry {
-	var best *routeEntry
-	var bestSince int64
-	for _, e := range s.byID {
-		if host != "" && e.host != host {
-			continue
-		}
-		since := e.h.Pub.LRUIdleSince.Load()
-		if since != 0 && (best == nil || since < bestSince) {
-			best, bestSince = e, since
-		}
-	}
-	return best
-}
-
-func (s *Supervisor) onConnClosed(m *ConnClosed) {
+func (s *Supervisor) onConnClosed(ctx actor.Context, m *ConnClosed) {
 	switch m.Reason {
 	case ReasonEvicted:
 		s.evictions++
@@ -311,10 +310,10 @@ func (s *Supervisor) onConnClosed(m *ConnClosed) {
 	case ReasonDialFailed:
 		s.dialFailures++
 	}
-	s.freePlace(m.From)
+	s.freePlace(ctx, m.From)
 }
 
-func (s *Supervisor) freePlace(from *actor.PID) {
+func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 	e := s.byID[from.Id]
 	if e == nil {
 		return // the route terminated and its places were reclaimed
@@ -328,12 +327,16 @@ func (s *Supervisor) freePlace(from *actor.PID) {
 	if s.hostHeld[e.host] == 0 {
 		delete(s.hostHeld, e.host)
 	}
+	s.report(ctx, e)
+	s.enforceShare(ctx, e)
 }
 
 // onTerminated handles a route actor that stopped: its Done closes (every
 // caller waiting on it wakes), and the places it held are free again. Its
-// sockets are closed: protoactor stopped its connection actors first.
-func (s *Supervisor) onTerminated(m *actor.Terminated) {
+// sockets are closed: protoactor stopped its connection actors first; so the
+// keeper hears that the route holds nothing (also when the client closes or
+// the supervisor restarts: protoactor delivers its children's Terminated).
+func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	e := s.byID[m.Who.Id]
 	if e == nil {
 		return
@@ -346,14 +349,18 @@ func (s *Supervisor) onTerminated(m *actor.Terminated) {
 	if !s.closing {
 		s.restarts++ // a route stops on its own only when it failed
 	}
-	if e.room {
+	if e.roomTotal {
 		s.roomN--
+	}
+	if e.evicting {
+		s.evicting--
 	}
 	s.total -= e.held
 	if s.hostHeld[e.host] -= e.held; s.hostHeld[e.host] <= 0 {
 		delete(s.hostHeld, e.host)
 	}
 	e.held = 0
+	s.fleetRouteStopped(ctx, e)
 }
 
 func (s *Supervisor) onExpiryTick(ctx actor.Context) {

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"sync/atomic"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/internal/wait"
@@ -23,10 +25,20 @@ type RouteRequest struct {
 // the supervisor when the route actor has stopped, whatever the reason (client
 // closed, panic, supervisor failure): every wait on the route selects on it.
 type RouteHandle struct {
-	Key  route.Key
-	PID  *actor.PID
-	Pub  *RoutePublished
-	Done <-chan struct{}
+	Key   route.Key
+	PID   *actor.PID
+	Pub   *RoutePublished
+	Fleet *FleetPublished
+	Done  <-chan struct{}
+}
+
+// FleetPublished is a route's fleet budget as the supervisor enforces it
+// (SupervisorConfig.Fleet). The supervisor is the single writer of every
+// field, when the keeper's fleet.ShareChanged arrives; Stats and the
+// connactor.fleet.share gauge read them. Both stay 0 without a fleet budget.
+type FleetPublished struct {
+	Share  atomic.Int32 // this node's share: the most connections the route may hold
+	Budget atomic.Int32 // the fleet-wide budget the share is part of (0 until the first share)
 }
 
 // PermitRequest is sent by a route actor to the supervisor: it needs one more

@@ -22,7 +22,7 @@ type fakeRoute struct {
 	sup    *actor.PID
 	pub    *RoutePublished
 	events chan string // "granted", "evict-asked"
-	idle   bool
+	idle   int
 	self   *actor.PID
 }
 
@@ -44,18 +44,20 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 	case *RoomWanted:
 		f.events <- f.key.Host + fmt.Sprintf(" room-wanted=%v", m.Wanted)
 	case *holdIdle:
-		f.idle = true
-		f.pub.Idle.Store(1)
+		f.idle++
+		f.pub.Idle.Store(int32(f.idle))
 		f.pub.LRUIdleSince.Store(m.since)
 		close(m.done)
 	case *closeOne:
 		ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonNotReusable})
 	case *EvictIdleRequest:
 		f.events <- f.key.Host + " evict-asked"
-		if f.idle {
-			f.idle = false
-			f.pub.Idle.Store(0)
-			f.pub.LRUIdleSince.Store(0)
+		if f.idle > 0 {
+			f.idle--
+			f.pub.Idle.Store(int32(f.idle))
+			if f.idle == 0 {
+				f.pub.LRUIdleSince.Store(0)
+			}
 			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonEvicted})
 		}
 		ctx.Send(f.sup, &EvictIdleResponse{From: f.self, Evicted: true})
@@ -69,7 +71,7 @@ type supHarness struct {
 	events chan string
 }
 
-func newSupHarness(t *testing.T, maxTotal int) *supHarness {
+func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *SupervisorConfig)) *supHarness {
 	h := &supHarness{t: t, events: make(chan string, 64)}
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	var wg conc.WaitGroup
@@ -84,6 +86,9 @@ func newSupHarness(t *testing.T, maxTotal int) *supHarness {
 		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
 			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: pub, events: h.events} }
 		},
+	}
+	for _, o := range opts {
+		o(h, cfg)
 	}
 	h.sup = h.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg)))
 	t.Cleanup(func() {

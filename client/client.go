@@ -10,6 +10,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -38,6 +40,7 @@ type Client struct {
 	routeOpt  route.Options
 	connOpt   conn.Options
 	tel       *telemetry.Telemetry // spans, metrics and logs (see telemetry.go)
+	keeper    *fleet.Keeper        // the node's fleet budget shares (fleet.go); nil without a fleet budget
 
 	routes sync.Map // route.Key -> *actors.RouteHandle: the supervisor's answers, until their Done closes
 
@@ -100,7 +103,7 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	if cfg.System != nil {
-		c.sys = cfg.System
+		c.sys = cfg.System // the cluster's with a Cluster (withDefaults)
 	} else {
 		c.sys = actor.NewActorSystem(actor.WithLoggerFactory(ProtoactorLogger(cfg.Logger)))
 		c.ownSystem = true
@@ -131,9 +134,20 @@ func New(cfg Config) (*Client, error) {
 		Logger:          cfg.Logger,
 		Incarnation:     &c.inc,
 	}
+	// The supervisor's PID is known before it is spawned, so that the fleet
+	// keeper (which tells it the shares) can start first and the supervisor
+	// find the keeper in its config.
+	supName := "connactor-supervisor" + c.sys.ProcessRegistry.NextId()
+	if supCfg.Fleet, err = c.startFleet(supName); err != nil {
+		c.cancelLife()
+		c.tel.Close()
+		return nil, fmt.Errorf("%w: fleet budget: %w", ErrInvalidConfig, err)
+	}
 	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg),
 		actor.WithSupervisor(supervision.Route), actor.WithGuardian(actors.SupervisorStrategy))
-	c.sup = c.sys.Root.Spawn(props)
+	if c.sup, err = c.sys.Root.SpawnNamed(props, supName); err != nil {
+		panic("client: internal error: supervisor name taken: " + err.Error()) // NextId is unique
+	}
 	c.bridge = c.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridge{c: c} }))
 	c.registerGauges()
 	return c, nil
@@ -164,8 +178,18 @@ func (c *Client) PID() *actor.PID { return c.bridge }
 // aborted without a notification (Await returns an error that is both ErrAborted
 // and ErrClosed); notifications already queued run, and Close waits for the
 // handler workers (so a handler must not call it). Later calls return ErrClosed.
-// If the client owns its actor system, the system is shut down.
+// If the client owns its actor system, the system is shut down. With a fleet
+// budget, the node's shares are given back (waiting at most 10 s for the
+// cluster); the cluster and its actor system are left to the service.
 func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), fleetStopTimeout)
+	defer cancel()
+	return c.closeWith(ctx)
+}
+
+// closeWith is Close; ctx bounds the wait for the fleet keeper to give the
+// node's shares back.
+func (c *Client) closeWith(ctx context.Context) error {
 	err := ErrClosed
 	c.closeOnce.Do(func() {
 		err = nil
@@ -180,6 +204,7 @@ func (c *Client) Close() error {
 		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {
 			c.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
 		}
+		c.stopFleet(ctx) // every socket closed and reported: the shares go back
 		c.wg.Wait()
 		if c.ownSystem {
 			c.sys.Shutdown()
@@ -198,7 +223,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	}
 	select {
 	case <-c.admission.Drained():
-		c.Close()
+		c.closeWith(ctx)
 		return nil
 	case <-ctx.Done():
 		c.Close()

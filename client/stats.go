@@ -38,6 +38,10 @@ type Stats struct {
 	// (0 = none). A response whose body is never read to its end nor closed holds
 	// its connection forever: it shows here, growing.
 	OldestLease time.Duration
+	// FleetMembers is the number of cluster members that run the budget
+	// grain's kind, as this node sees them (0 without a fleet budget, or
+	// until known): the default FleetFloor divides the budget by it.
+	FleetMembers int
 }
 
 // RouteStats is one route's snapshot.
@@ -68,6 +72,18 @@ type RouteStats struct {
 
 	RecentCloses []ClosedConn // the last connection closes (evictions, expiries, ...), newest first, at most 16
 	RecentWaits  []Wait       // the last leases that waited in the route's queue, newest first, at most 16
+
+	// The fleet budget (Config.FleetMaxConnsPerRoute; all zero without one).
+	// FleetShare is this node's current share of it: the most connections
+	// the route may hold now (0 when none is set). FleetBudget is the
+	// fleet-wide budget the share is part of. FleetState says where the
+	// share comes from (FleetNone, FleetLease, FleetSafe, FleetFloor), and
+	// FleetRenewal is how long the last answered call to the route's budget
+	// grain took.
+	FleetShare   int
+	FleetBudget  int
+	FleetState   string
+	FleetRenewal time.Duration
 }
 
 // ClosedConn is one recent connection close of a route: when, why (Reason is
@@ -89,8 +105,8 @@ func (r RouteStats) ReuseRatio() float64 {
 // Stats returns a snapshot of the pool: the supervisor names its routes, then
 // each route actor reports its own counts by message (each route's numbers are
 // consistent; routes are read one after the other). It blocks for two message
-// round trips and is safe for concurrent use. On a closed client it returns the
-// zero Stats.
+// round trips (three with a fleet budget: the fleet keeper's view too) and is
+// safe for concurrent use. On a closed client it returns the zero Stats.
 func (c *Client) Stats() Stats {
 	if c.isClosed() {
 		return Stats{}
@@ -116,12 +132,12 @@ func (c *Client) Stats() Stats {
 	for i, h := range sr.Routes {
 		select {
 		case r := <-replies[i]:
-			st.Routes = append(st.Routes, routeStats(r))
+			st.Routes = append(st.Routes, routeStats(r, h))
 		case <-h.Done:
 			// Stopped under us. An answer sent before it stopped is there.
 			select {
 			case r := <-replies[i]:
-				st.Routes = append(st.Routes, routeStats(r))
+				st.Routes = append(st.Routes, routeStats(r, h))
 			default:
 			}
 		case <-c.closed:
@@ -129,6 +145,7 @@ func (c *Client) Stats() Stats {
 		}
 	}
 	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
+	c.fleetStats(&st)
 	for _, r := range st.Routes {
 		st.Open += r.Open
 		st.Leased += r.Leased
@@ -149,8 +166,8 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-func routeStats(r actors.RouteStatsResponse) RouteStats {
-	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
+func routeStats(r actors.RouteStatsResponse, h *actors.RouteHandle) RouteStats {
+	return RouteStats{FleetShare: int(h.Fleet.Share.Load()), FleetBudget: int(h.Fleet.Budget.Load()), Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 		Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts, ClosedBy: r.ClosedBy,
 		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,

@@ -69,6 +69,7 @@ type StatusLimits struct {
 	LeaseTimeout          float64 `json:"leaseTimeout"`          // Config.LeaseTimeout
 	MaxIdleTime           float64 `json:"maxIdleTime"`           // Config.MaxIdleTime
 	MaxLifetime           float64 `json:"maxLifetime"`           // Config.MaxLifetime
+	FleetMaxConnsPerRoute int     `json:"fleetMaxConnsPerRoute"` // Config.FleetMaxConnsPerRoute (0 = no fleet budget)
 }
 
 // StatusTotals are the client-wide counts of a Stats snapshot, field for
@@ -91,6 +92,7 @@ type StatusTotals struct {
 	Retries          uint64  `json:"retries"`          // Stats.Retries
 	RetriesRefused   uint64  `json:"retriesRefused"`   // Stats.RetriesRefused
 	OldestLease      float64 `json:"oldestLease"`      // Stats.OldestLease
+	FleetMembers     int     `json:"fleetMembers"`     // Stats.FleetMembers
 }
 
 // StatusRoute is one route of the status page: a RouteStats, field for field
@@ -120,6 +122,10 @@ type StatusRoute struct {
 	ClosedBy      map[string]uint64 `json:"closedBy"`                // RouteStats.ClosedBy
 	RecentCloses  []StatusClose     `json:"recentCloses"`            // RouteStats.RecentCloses
 	RecentWaits   []StatusWait      `json:"recentWaits"`             // RouteStats.RecentWaits
+	FleetShare    int               `json:"fleetShare"`              // RouteStats.FleetShare
+	FleetBudget   int               `json:"fleetBudget"`             // RouteStats.FleetBudget
+	FleetState    string            `json:"fleetState,omitempty"`    // RouteStats.FleetState ("" without a fleet budget)
+	FleetRenewal  float64           `json:"fleetRenewal"`            // RouteStats.FleetRenewal
 }
 
 // StatusClose is a recent connection close (Age in seconds).
@@ -148,13 +154,14 @@ func (c *Client) Status() Status {
 			MaxConnsPerRoute: c.cfg.MaxConnsPerRoute, MaxConnsTotal: c.cfg.MaxConnsTotal,
 			MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),
 			MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
+			FleetMaxConnsPerRoute: c.cfg.FleetMaxConnsPerRoute,
 		},
 		Totals: StatusTotals{Open: st.Open, Leased: st.Leased, Idle: st.Idle, Pending: st.Pending, Streams: st.Streams,
 			MaxConnsTotal: st.MaxConnsTotal, Connections: st.Connections,
 			InFlight: st.InFlight, PendingAdmission: st.PendingAdmission, PendingPermits: st.PendingPermits,
 			Evictions: st.Evictions, Expired: st.Expired, DialFailures: st.DialFailures,
 			RouteFailures: st.RouteFailures, Retries: st.Retries, RetriesRefused: st.RetriesRefused,
-			OldestLease: st.OldestLease.Seconds()},
+			OldestLease: st.OldestLease.Seconds(), FleetMembers: st.FleetMembers},
 		Routes: make([]StatusRoute, 0, len(st.Routes)),
 	}
 	for _, r := range st.Routes {
@@ -163,6 +170,7 @@ func (c *Client) Status() Status {
 			Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts,
 			OldestLease: r.OldestLease.Seconds(), ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
 			QueueFull: r.QueueFull, FailFast: r.FailFast, FailedFast: r.FailedFast, LearnedIdle: r.LearnedIdle.Seconds(),
+			FleetShare: r.FleetShare, FleetBudget: r.FleetBudget, FleetState: r.FleetState, FleetRenewal: r.FleetRenewal.Seconds(),
 			RecentCloses: make([]StatusClose, 0, len(r.RecentCloses)),
 			RecentWaits:  make([]StatusWait, 0, len(r.RecentWaits))}
 		if !r.FailFastUntil.IsZero() {

@@ -38,6 +38,8 @@ func (c *Client) routeReadings(yield func(telemetry.RouteReading) bool) {
 			Pending:     int64(h.Pub.Pending.Load()),
 			FailFast:    h.Pub.FailFast.Load(),
 			LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
+			Fleet:       c.keeper != nil,
+			FleetShare:  int64(h.Fleet.Share.Load()),
 		})
 	})
 }

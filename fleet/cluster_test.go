@@ -1,10 +1,11 @@
 //go:build !race
 
 // The in-process cluster tests: three members of a protoactor cluster in this
-// process (the test provider, disthash), each with a keeper and a fake
-// supervisor (fleettest.Pool) holding connections to one shared upstream. They
-// are built without the race detector only: protoactor's cluster has data
-// races of its own (RACES.md). Run them with
+// process (the test provider, disthash), each with its own connactor client
+// with a fleet budget, all loading one shared upstream that counts
+// connections from its side, and dialing through one shared socket counter.
+// They are built without the race detector only: protoactor's cluster has
+// data races of its own (RACES.md). Run them with
 //
 //	go test -count=1 -run '^TestCluster' ./fleet/
 package fleet_test
@@ -25,6 +26,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/fleet/fleettest"
 )
@@ -37,15 +39,15 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// inProcess is a cluster of members in this process, each with a keeper and
-// a pool, all against one upstream and one socket counter.
+// inProcess is a cluster of members in this process, each with its own
+// connactor client (a fleet budget on the cluster), all against one upstream
+// and one shared socket counter (every client dials through it).
 type inProcess struct {
 	t        testing.TB
 	budget   int
 	agent    *test.InMemAgent
 	upstream *fleettest.Upstream
 	counter  *fleettest.Counter
-	changed  chan struct{}
 	members  []*inMember
 
 	mu        sync.Mutex
@@ -55,11 +57,14 @@ type inProcess struct {
 }
 
 type inMember struct {
-	i      int
-	c      *cluster.Cluster
-	keeper *fleet.Keeper
-	pool   *fleettest.Pool
-	end    sync.Once // a member leaves or crashes once
+	i        int
+	c        *cluster.Cluster
+	client   *client.Client
+	renewals *fleettest.Renewals
+	callers  int
+	load     *fleettest.Load // nil until loaded, or after unload
+	loadMu   sync.Mutex
+	end      sync.Once // a member leaves or crashes once
 }
 
 type memberSpec struct {
@@ -75,7 +80,7 @@ func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 	}
 	f := &inProcess{
 		t: t, budget: budget, agent: test.NewInMemAgent(), upstream: up, counter: &fleettest.Counter{},
-		changed: make(chan struct{}, 1), activated: make(chan struct{}, 1),
+		activated: make(chan struct{}, 1),
 	}
 	t.Cleanup(f.stop)
 	name := fmt.Sprintf("fleet-test-%d", time.Now().UnixNano())
@@ -85,7 +90,7 @@ func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 		f.members = append(f.members, f.startMember(i, name, spec))
 	}
 	for _, m := range f.members {
-		m.pool.Start(m.keeper.PID())
+		f.loadUp(m)
 	}
 	return f
 }
@@ -93,6 +98,7 @@ func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 func (f *inProcess) startMember(i int, name string, spec memberSpec) *inMember {
 	logger := testLogger()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	// client.FleetKind(), with a hook that says where the grain activates.
 	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(string) {
 		f.mu.Lock()
 		f.hosts = append(f.hosts, i)
@@ -105,21 +111,43 @@ func (f *inProcess) startMember(i int, name string, spec memberSpec) *inMember {
 	cfg := cluster.Configure(name, test.NewTestProvider(f.agent), disthash.New(), remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind))
 	c := cluster.New(sys, cfg)
 	c.StartMember()
-	m := &inMember{i: i, c: c}
-	m.pool = fleettest.NewPool(fleettest.PoolConfig{
-		System: sys, Route: f.upstream.URL(), Addr: f.upstream.Addr(), Callers: spec.callers,
-		Counter: f.counter, Logger: logger, Changed: f.changed,
+	m := &inMember{i: i, c: c, renewals: fleettest.NewRenewals(), callers: spec.callers}
+	cl, err := client.New(client.Config{
+		Cluster: c, FleetMaxConnsPerRoute: f.budget, FleetFloor: spec.floor,
+		MaxConnsPerRoute: f.budget, DialContext: f.counter.DialContext,
+		MeterProvider: m.renewals.MeterProvider, Logger: logger,
 	})
-	k, err := fleet.New(fleet.Config{Cluster: c, Budget: f.budget, Supervisor: m.pool.PID(), Floor: spec.floor, Logger: logger})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	m.keeper = k
+	m.client = cl
 	return m
 }
 
-// leave stops m as a service that shuts down does: its pool closes its
-// connections, its keeper gives the share back, its cluster member leaves.
+// loadUp starts m's callers (none for a member without callers).
+func (f *inProcess) loadUp(m *inMember) {
+	if m.callers == 0 {
+		return
+	}
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
+	if m.load == nil {
+		m.load = fleettest.StartLoad(m.client, f.upstream.URL()+"/", m.callers)
+	}
+}
+
+// unload stops m's callers; its route goes idle.
+func (f *inProcess) unload(m *inMember) {
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
+	if m.load != nil {
+		m.load.Stop()
+	}
+}
+
+// leave stops m as a service that shuts down does: its callers end, its
+// client shuts down (connections closed, shares given back), its cluster
+// member leaves.
 func (f *inProcess) leave(m *inMember) {
 	m.end.Do(func() { f.leaveNow(m) })
 }
@@ -127,23 +155,24 @@ func (f *inProcess) leave(m *inMember) {
 func (f *inProcess) leaveNow(m *inMember) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := m.pool.Stop(ctx); err != nil {
-		f.t.Errorf("member %d: pool: %v", m.i, err)
-	}
-	if err := m.keeper.Stop(ctx); err != nil {
-		f.t.Errorf("member %d: keeper: %v", m.i, err)
+	f.unload(m)
+	if err := m.client.Shutdown(ctx); err != nil {
+		f.t.Errorf("member %d: client: %v", m.i, err)
 	}
 	m.c.Shutdown(true)
+	m.renewals.MeterProvider.Shutdown(ctx)
 }
 
-// crash stops m as a process that dies does: its sockets close, and nothing
-// else happens; the other members still count it as a member until
-// deregister.
+// crash stops m as a process that dies does, as seen from the rest of the
+// fleet: its member stops answering at once (the other members still count
+// it as a member until deregister); then its sockets close. Its grain calls
+// fail: nothing it says reaches a grain elsewhere.
 func (f *inProcess) crash(m *inMember) {
 	m.end.Do(func() {
-		m.pool.Crash()
-		fleet.Crash(m.keeper)
 		m.c.Shutdown(false)
+		f.unload(m)
+		m.client.Close()
+		m.renewals.MeterProvider.Shutdown(context.Background())
 	})
 }
 
@@ -178,16 +207,24 @@ func (f *inProcess) activations() int {
 	return len(f.hosts)
 }
 
-// await waits until cond holds, looking again at every pool change; the
-// deadline guards against a hung test and reports what was waited for.
+// route is m's route to the upstream, from its client's Stats.
+func (f *inProcess) route(m *inMember) client.RouteStats {
+	return fleettest.RouteOf(m.client.Stats(), f.upstream.URL())
+}
+
+// await waits until cond holds, looking again every 20 ms (shares change
+// inside the clients, with no event outside); the deadline guards against a
+// hung test and reports what was waited for.
 func (f *inProcess) await(what string, within time.Duration, cond func() bool) time.Duration {
 	f.t.Helper()
 	start := time.Now()
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
+	look := time.NewTicker(20 * time.Millisecond)
+	defer look.Stop()
 	for !cond() {
 		select {
-		case <-f.changed:
+		case <-look.C:
 		case <-deadline.C:
 			f.t.Fatalf("not %s within %v:%s", what, within, f.describe())
 		}
@@ -198,16 +235,19 @@ func (f *inProcess) await(what string, within time.Duration, cond func() bool) t
 func (f *inProcess) describe() string {
 	out := fmt.Sprintf("\n  counter open %d peak %d; upstream %+v", f.counter.Open(), f.counter.Peak(), f.upstream.Stats())
 	for _, m := range f.members {
-		out += fmt.Sprintf("\n  member %d: %+v", m.i, m.pool.Stats())
+		r := f.route(m)
+		out += fmt.Sprintf("\n  member %d: share %d of %d (%s), open %d, idle %d, pending %d",
+			m.i, r.FleetShare, r.FleetBudget, r.FleetState, r.Open, r.Idle, r.Pending)
 	}
 	return out
 }
 
-// holding reports whether each listed member's pool holds exactly its count.
+// holding reports whether each listed member's route holds exactly its count
+// of connections, as its share.
 func (f *inProcess) holding(want map[*inMember]int) func() bool {
 	return func() bool {
 		for m, n := range want {
-			if s := m.pool.Stats(); s.Held != n || s.Share != n {
+			if r := f.route(m); r.Open != n || r.FleetShare != n {
 				return false
 			}
 		}
@@ -216,39 +256,36 @@ func (f *inProcess) holding(want map[*inMember]int) func() bool {
 }
 
 // checkBudget fails the test if the sockets ever exceeded the budget, at the
-// nodes' shared counter or at the upstream (allowing for closes it sees late).
+// clients' shared counter or at the upstream (allowing for closes it sees
+// late).
 func (f *inProcess) checkBudget() {
 	f.t.Helper()
 	const grace = 250 * time.Millisecond
 	if p := f.counter.Peak(); p > f.budget {
-		f.t.Errorf("the nodes held %d sockets at once, budget %d", p, f.budget)
+		f.t.Errorf("the clients held %d sockets at once, budget %d", p, f.budget)
 	}
 	if p := f.upstream.PeakAllowingLateCloses(grace); p > f.budget {
 		f.t.Errorf("the upstream saw %d connections at once (closes %v early), budget %d", p, grace, f.budget)
 	}
-	f.t.Logf("peak: %d at the nodes, %d at the upstream (%d with closes %v early), budget %d",
+	f.t.Logf("peak: %d at the clients, %d at the upstream (%d with closes %v early), budget %d",
 		f.counter.Peak(), f.upstream.Stats().Peak, f.upstream.PeakAllowingLateCloses(grace), grace, f.budget)
 }
 
-// serveMore waits until every running member has served n more requests: the
+// serveMore waits until every listed member has served n more requests: the
 // load has gone on for a while, measured in work rather than time.
 func (f *inProcess) serveMore(n int, members ...*inMember) {
 	f.t.Helper()
+	served := func(m *inMember) int {
+		m.loadMu.Lock()
+		defer m.loadMu.Unlock()
+		return m.load.Served()
+	}
 	base := map[*inMember]int{}
 	for _, m := range members {
-		base[m] = m.pool.Stats().Served
+		base[m] = served(m)
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	for _, m := range members {
-		for m.pool.Stats().Served < base[m]+n {
-			if time.Now().After(deadline) {
-				f.t.Fatalf("member %d served %d, not %d more:%s", m.i, m.pool.Stats().Served, n, f.describe())
-			}
-			select {
-			case <-f.changed:
-			case <-time.After(10 * time.Millisecond): // served counts change without a pool event
-			}
-		}
+		f.await(fmt.Sprintf("member %d served %d more", m.i, n), 60*time.Second, func() bool { return served(m) >= base[m]+n })
 	}
 }
 
@@ -258,36 +295,44 @@ func TestClusterOfThreeNeverExceedsTheBudgetUnderLoad(t *testing.T) {
 	took := f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{a: 4, b: 4, c: 4}))
 	t.Logf("fair shares (4 each) held %v after the load started", took.Round(time.Millisecond))
 	for _, m := range f.members {
-		s, err := m.keeper.Snapshot(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Members != 3 || s.Floor != 4 {
-			t.Errorf("member %d sees %d members, floor %d; want 3 and 12/3", m.i, s.Members, s.Floor)
+		if st := m.client.Stats(); st.FleetMembers != 3 {
+			t.Errorf("member %d sees %d members, want 3", m.i, st.FleetMembers)
 		}
 	}
 	f.serveMore(300, a, b, c)
-	if s := f.members[0].pool.Stats(); s.Share != 4 {
-		t.Errorf("member 0 share %d after more load, want it to stay 4", s.Share)
+	for _, m := range f.members {
+		if r := f.route(m); r.FleetShare != 4 || r.FleetBudget != 12 || r.FleetState != client.FleetLease || r.Open > 4 {
+			t.Errorf("member %d after more load: share %d of %d (%s), %d open; want 4 of 12 on a lease",
+				m.i, r.FleetShare, r.FleetBudget, r.FleetState, r.Open)
+		}
 	}
 	f.checkBudget()
 	logRenewals(t, f)
 }
 
+// A member that shuts down gives its share back at once (its client's
+// Shutdown); one that had no more use for its share gave it back before.
+// The last busy member alone reaches the whole budget within 10 s.
 func TestClusterSurvivorTakesTheWholeBudgetWhenAMemberLeaves(t *testing.T) {
-	f := startInProcess(t, 12, memberSpec{callers: 20}, memberSpec{callers: 20}, memberSpec{})
-	a, b := f.members[0], f.members[1]
-	f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{a: 6, b: 6}))
-	leaver := b
-	if f.host() == 1 {
-		leaver, a = a, b // the grain's move is the next test's subject
+	f := startInProcess(t, 12, memberSpec{callers: 20}, memberSpec{callers: 20}, memberSpec{callers: 20})
+	f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{f.members[0]: 4, f.members[1]: 4, f.members[2]: 4}))
+	// The grain's move is another test's subject: the grain's host stays.
+	stay := f.members[max(f.host(), 0)]
+	var others []*inMember
+	for _, m := range f.members {
+		if m != stay {
+			others = append(others, m)
+		}
 	}
-	start := time.Now()
+	idler, leaver := others[0], others[1]
+	f.unload(idler) // its route goes idle: it gives its share back
+	f.await("the idle member's share shared out", 30*time.Second, f.holding(map[*inMember]int{stay: 6, leaver: 6, idler: 0}))
 	f.leaving.Go(func() { f.leave(leaver) }) // takes 2-5 s; its share comes back first
-	f.await("the whole budget at the survivor", 10*time.Second, f.holding(map[*inMember]int{a: 12}))
-	t.Logf("the survivor held the whole budget %v after the other member began to leave", time.Since(start).Round(time.Millisecond))
-	f.serveMore(100, a)
+	took := f.await("the whole budget at the survivor", 10*time.Second, f.holding(map[*inMember]int{stay: 12}))
+	t.Logf("the survivor held the whole budget %v after the other member began to shut down", took.Round(time.Millisecond))
+	f.serveMore(100, stay)
 	f.checkBudget()
+	logRenewals(t, f)
 }
 
 func TestClusterGrainThatMovesNeverGrantsMoreThanTheBudget(t *testing.T) {
@@ -301,7 +346,6 @@ func TestClusterGrainThatMovesNeverGrantsMoreThanTheBudget(t *testing.T) {
 		}
 	}
 	before := f.activations()
-	start := time.Now()
 	f.crash(host)
 	f.deregister(host) // the provider notices at once: the survivors' leases still hold
 	took := f.await("the dead member's share shared out", 10*time.Second, f.holding(map[*inMember]int{survivors[0]: 6, survivors[1]: 6}))
@@ -309,7 +353,6 @@ func TestClusterGrainThatMovesNeverGrantsMoreThanTheBudget(t *testing.T) {
 	if f.activations() == before || f.host() == host.i {
 		t.Errorf("the grain did not move: activations %v", f.hosts)
 	}
-	_ = start
 	f.serveMore(100, survivors...)
 	f.checkBudget()
 }
@@ -325,18 +368,25 @@ func TestClusterKeepsTheLeaseThenTheFloorWhileTheGrainCannotBeReached(t *testing
 			survivors = append(survivors, m)
 		}
 	}
-	// The host dies and nobody notices: the grain cannot be reached.
+	// The host dies and nobody notices: the grain cannot be reached. The
+	// survivors keep their lease until it expires, then fall to the floor:
+	// they open nothing more. (Their busy connections stay with their own
+	// waiters: a route sheds connections above its share only as they
+	// become free with no waiter of its own; see the package doc.)
 	f.crash(host)
 	start := time.Now()
-	took := f.await("the floor", 15*time.Second, f.holding(map[*inMember]int{survivors[0]: floor, survivors[1]: floor}))
+	took := f.await("the floor", 15*time.Second, func() bool {
+		for _, m := range survivors {
+			if r := f.route(m); r.FleetShare != floor || r.FleetState != client.FleetFloor || r.Open > 4 {
+				return false
+			}
+		}
+		return true
+	})
 	t.Logf("with the grain unreachable, the survivors kept their lease and fell to the floor %v after the crash", took.Round(time.Millisecond))
 	for _, m := range survivors {
-		s, err := m.keeper.Snapshot(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(s.Routes) != 1 || !s.Routes[0].OnFloor || s.Routes[0].Failures == 0 {
-			t.Errorf("member %d: %+v, want one route on the floor after failed calls", m.i, s)
+		if rs := m.renewals.Read(); rs.Failed == 0 {
+			t.Errorf("member %d: no failed grain call recorded (%+v)", m.i, rs)
 		}
 	}
 	// The lease held for most of its length before the floor.
@@ -351,13 +401,11 @@ func TestClusterKeepsTheLeaseThenTheFloorWhileTheGrainCannotBeReached(t *testing
 
 func logRenewals(t *testing.T, f *inProcess) {
 	for _, m := range f.members {
-		s, err := m.keeper.Snapshot(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range s.Routes {
-			t.Logf("member %d: share %d, %d renewals (last took %v), %d failures, grain sees %d nodes", m.i, r.Share, r.Renewals, r.LastRenewal, r.Failures, r.Nodes)
-		}
+		r := f.route(m)
+		rs := m.renewals.Read()
+		t.Logf("member %d: share %d (%s); grain calls: %d answered (mean %v, p50 <= %v, p99 <= %v, max %v, last %v), %d failed",
+			m.i, r.FleetShare, r.FleetState, rs.Answered, rs.Mean.Round(time.Microsecond), rs.P50, rs.P99,
+			rs.Max.Round(time.Microsecond), r.FleetRenewal.Round(time.Microsecond), rs.Failed)
 	}
 }
 

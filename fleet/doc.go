@@ -24,7 +24,7 @@
 //
 // # The contract with the supervisor
 //
-// Two messages, both without reply, both sent with actor.Context.Send or
+// Three messages, all without reply, all sent with actor.Context.Send or
 // RootContext.Send inside one actor system:
 //
 //   - *UsageReported{Route, Held, Idle, Waiting}: supervisor -> keeper
@@ -38,33 +38,38 @@
 //     connections (dials count); when Share shrinks it closes idle connections
 //     above it and opens none until under it; it never cuts a request in
 //     flight.
+//   - *SharesRequest{}: supervisor -> keeper, when the supervisor starts or
+//     restarted: the keeper sends a ShareChanged for every share above 0.
 //
 // A route's first connection waits for the first grant: a grain round trip
 // (tens of microseconds on the same member, a few hundred across members), or
 // up to one lease when the grain is new (see Safe mode).
 //
-// # Integration into connactor (phase 2)
+// # Integration into connactor
 //
 //  1. client.FleetKind() returns Kind(). The embedding service registers it on
-//     every member: cluster.Configure(name, provider, disthash.New(), remoteCfg,
-//     cluster.WithKinds(client.FleetKind())).
-//  2. client.New, when Config.Cluster != nil and Config.FleetMaxConnsPerRoute >
-//     0: after spawning the supervisor, New(Config{Cluster: cfg.Cluster, Budget:
-//     cfg.FleetMaxConnsPerRoute, Supervisor: supervisorPID, Logger: ...,
-//     OnRenewal: the telemetry hook}), and hand Keeper.PID() to the supervisor.
-//     The client's actor system must be the cluster's (Config.System =
-//     Cluster.ActorSystem, or nil and taken from the cluster).
-//  3. The supervisor sends UsageReported on every change of a route's counts,
-//     and enforces ShareChanged in its permit grants: a dial for a route is
-//     permitted only while open+dialing < min(MaxConnsPerRoute, share).
-//  4. RouteStats.FleetShare is the last ShareChanged.Share of the route.
-//     Keeper.Snapshot gives each route's share, grant, budget, lease left and
-//     renewal latency, consistently, for Stats and the status page;
-//     Config.OnRenewal gives each grain call's duration for an OTel histogram
-//     (telemetry/ creates the instrument; fleet only reports numbers).
-//  5. Close and Shutdown: close the connections, send UsageReported with Held
-//     0, then Keeper.Stop(ctx), which gives the shares back at once. Do it
-//     before the embedding service shuts its cluster down.
+//     every member: cluster.Configure(name, provider, disthash.New(),
+//     remoteCfg, cluster.WithKinds(client.FleetKind())).
+//  2. client.New, when Config.Cluster != nil and Config.FleetMaxConnsPerRoute
+//     > 0 (client/fleet.go), runs in the cluster's actor system and starts a
+//     Keeper before the supervisor, whose PID it names in advance; the
+//     supervisor gets Keeper.PID in actors.SupervisorConfig.Fleet.
+//     Config.OnRenewal feeds the connactor.fleet.renewal.duration histogram.
+//  3. The supervisor (actors/supervisor_fleet.go) sends UsageReported when a
+//     route's counts change (never per request: permits and closes are
+//     reported at once, the idle and waiting counts the routes publish are
+//     looked at every 100 ms), grants a route a permit only while it holds
+//     less than its share, sheds idle connections above a shrunk share and
+//     tells the route RoomWanted so that connections freed with no waiter
+//     close. It sends SharesRequest when it starts and after a restart.
+//  4. RouteStats.FleetShare and FleetBudget are the supervisor's published
+//     last ShareChanged; FleetState, FleetRenewal and Stats.FleetMembers come
+//     from Keeper.Snapshot; the connactor.fleet.share gauge reads the
+//     published share.
+//  5. Close and Shutdown stop the supervisor, whose routes stop first (their
+//     sockets closed) and are reported holding nothing, then Keeper.Stop,
+//     which gives the shares back at once. The client never shuts the
+//     cluster down: the service does, after closing the client.
 //
 // # Safety
 //
@@ -101,12 +106,13 @@
 //
 // sim_test.go runs keepers and grains on a fake clock under message loss,
 // reordering, abandoned calls and grain moves, and checks the budget after
-// every event. The in-process cluster tests (cluster_test.go) run only
-// without the race detector, as protoactor's cluster has data races of its
-// own (RACES.md):
+// every event. The in-process cluster tests (cluster_test.go: three members,
+// each with its own connactor client, one shared upstream and one shared
+// socket counter) and BenchmarkRequestPath run only without the race
+// detector, as protoactor's cluster has data races of its own (RACES.md):
 //
 //	go test -count=1 -run '^TestCluster' ./fleet/
 //
 // The multi-process test (process_test.go) runs with it: its three member
-// processes are built without.
+// processes (connactor clients on an etcd cluster) are built without.
 package fleet

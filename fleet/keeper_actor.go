@@ -37,6 +37,8 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		a.onStruct(ctx, m)
 	case *membersSeen:
 		a.onMembersSeen(ctx, m)
+	case *SharesRequest:
+		a.onSharesRequest(ctx)
 	case *snapshotRequest:
 		m.reply <- a.snapshot()
 	case *releaseRequest:
@@ -86,6 +88,18 @@ func (a *keeperActor) onCallEnded(ctx actor.Context, m *callEnded) {
 		a.cfg.Logger.Debug("fleet: budget grain call failed", slog.String("route", r.route), slog.Any("error", m.err))
 	}
 	a.step(ctx, r, now)
+}
+
+// onSharesRequest tells the supervisor again every share that is not 0.
+func (a *keeperActor) onSharesRequest(ctx actor.Context) {
+	if a.releasing {
+		return
+	}
+	for _, r := range a.routes {
+		if r.told != 0 {
+			ctx.Send(a.cfg.Supervisor, &ShareChanged{Route: r.route, Share: r.told, Budget: a.budgetOf(r)})
+		}
+	}
 }
 
 func (a *keeperActor) onStruct(ctx actor.Context, m *structpb.Struct) {

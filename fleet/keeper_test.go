@@ -245,3 +245,19 @@ func drain[T any](ch chan T) {
 		}
 	}
 }
+
+// A supervisor that restarted has lost what it was told: SharesRequest makes
+// the keeper tell it every share again.
+func TestKeeperTellsEveryShareAgainWhenTheSupervisorAsks(t *testing.T) {
+	clock := &fakeClock{t: t0}
+	g := newGrains(t, clock)
+	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
+	k.sys.Root.Send(k.pid, &SharesRequest{})
+	k.snapshot(t)
+	k.sup.none(t) // no route yet: nothing to tell
+	leased(t, k, clock)
+	k.sys.Root.Send(k.pid, &SharesRequest{})
+	if m := k.sup.next(t); *m != (ShareChanged{Route: route, Share: 6, Budget: 10}) {
+		t.Fatalf("supervisor got %+v", m)
+	}
+}

@@ -30,6 +30,13 @@ type ShareChanged struct {
 	Budget int
 }
 
+// SharesRequest is sent by the supervisor to the keeper (Keeper.PID) when it
+// starts, and again after it restarted (a restarted supervisor has lost the
+// shares it was told). The keeper answers by sending a ShareChanged to
+// Config.Supervisor for every route whose share is not 0, as if each had just
+// changed; routes at 0 need no message, since every route starts there.
+type SharesRequest struct{}
+
 // Renewal is one grain call's outcome, given to Config.OnRenewal.
 type Renewal struct {
 	Route string

@@ -2,11 +2,13 @@ package fleet_test
 
 // The multi-process test: three member processes (fleet/internal/member,
 // built without the race detector, as protoactor's cluster has races of its
-// own), etcd from Debian's etcd-server as their member provider, started by
-// the test on 127.0.0.1, and one upstream in this process that counts
-// connections from its side. The test kills the member that hosts the budget
-// grain with SIGKILL and checks the budget at the upstream throughout. This
-// driver runs under the race detector like every other test.
+// own), each a cluster member with a connactor client whose fleet budget
+// limits its connections to the upstream, etcd from Debian's etcd-server as
+// their member provider, started by the test on 127.0.0.1, and one upstream
+// in this process that counts connections from its side. The test kills the
+// member that hosts the budget grain with SIGKILL and checks the budget at the
+// upstream throughout. This driver runs under the race detector like every
+// other test.
 
 import (
 	"fmt"
@@ -233,6 +235,6 @@ func TestProcessesHoldTheBudgetWhenTheGrainsHostIsKilled(t *testing.T) {
 	}
 	for _, n := range survivors {
 		e := w.last[n]
-		t.Logf("%s: grain calls p50 %v p99 %v max %v over %d renewals, %d failures", n, e.CallP50, e.CallP99, e.CallMax, e.Renewals, e.Failures)
+		t.Logf("%s: grain calls mean %v, p50 <= %v, p99 <= %v, max %v over %d answered, %d failed", n, e.CallMean.Round(time.Microsecond), e.CallP50, e.CallP99, e.CallMax.Round(time.Microsecond), e.Renewals, e.Failures)
 	}
 }

@@ -77,6 +77,11 @@ type RouteReading struct {
 	Active, Idle, Pending int64
 	FailFast              bool          // the route fails calls fast
 	LearnedIdle           time.Duration // the server's learned idle timeout (0 = none)
+	// Fleet says the route has a fleet-wide budget; FleetShare is this node's
+	// share of it, as the supervisor enforces it (connactor.fleet.share is
+	// observed only for routes with Fleet set).
+	Fleet      bool
+	FleetShare int64
 }
 
 // LeaseRejected counts a request a route refused by policy: reason is
@@ -90,7 +95,9 @@ func (r *Route) LeaseRejected(reason string) {
 
 // RegisterPool registers the callback of the pool gauges
 // (http.client.open_connections by http.connection.state, connactor.lease.pending,
-// connactor.admission.pending). routes yields every live route's published
+// connactor.admission.pending, connactor.route.fail_fast,
+// connactor.route.learned_idle and, for routes with a fleet budget,
+// connactor.fleet.share). routes yields every live route's published
 // counters and admission returns the number of requests queued for admission;
 // both run on the meter's collection goroutine and must read atomics only,
 // never message or lock an actor. Routes to the same destination (other
@@ -103,6 +110,8 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 		active, idle, pending int64
 		failFast              bool
 		learnedIdle           time.Duration
+		fleet                 bool
+		fleetShare            int64
 	}
 	cb := func(_ context.Context, o metric.Observer) error {
 		by := map[*Route]*sums{}
@@ -122,6 +131,10 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 			s.pending += rr.Pending
 			s.failFast = s.failFast || rr.FailFast
 			s.learnedIdle = max(s.learnedIdle, rr.LearnedIdle)
+			if rr.Fleet {
+				s.fleet = true
+				s.fleetShare += rr.FleetShare
+			}
 		}
 		for _, r := range order {
 			s := by[r]
@@ -134,11 +147,14 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 			}
 			o.ObserveInt64(t.failFast, ff, r.opt)
 			o.ObserveFloat64(t.learnedIdle, s.learnedIdle.Seconds(), r.opt)
+			if s.fleet {
+				o.ObserveInt64(t.fleetShare, s.fleetShare, r.opt)
+			}
 		}
 		o.ObserveInt64(t.admitPending, admission())
 		return nil
 	}
-	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending, t.failFast, t.learnedIdle)
+	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending, t.failFast, t.learnedIdle, t.fleetShare)
 	if err != nil {
 		return err
 	}

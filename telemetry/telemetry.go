@@ -50,6 +50,8 @@ const (
 	MetricLeaseRejected  = "connactor.lease.rejected"           // counter by connactor.lease.reject_reason (queue_full, route_unavailable)
 	MetricRouteFailFast  = "connactor.route.fail_fast"          // gauge: 1 while a route fails fast (its dials keep failing)
 	MetricRouteIdleLearn = "connactor.route.learned_idle"       // gauge, s: the server's idle timeout a route learned (0 = none)
+	MetricFleetShare     = "connactor.fleet.share"              // gauge: this node's share of a route's fleet-wide budget (Config.FleetMaxConnsPerRoute)
+	MetricFleetRenewal   = "connactor.fleet.renewal.duration"   // histogram, s: one budget grain call (ask, renew or give back), by error.type when it failed
 )
 
 // Attribute keys and span event names of connactor's own.
@@ -115,6 +117,9 @@ type Telemetry struct {
 	rejected     metric.Int64Counter
 	failFast     metric.Int64ObservableGauge
 	learnedIdle  metric.Float64ObservableGauge
+	fleetShare   metric.Int64ObservableGauge
+	fleetRenewal metric.Float64Histogram
+	fleetFailed  sync.Map // error.type -> metric.MeasurementOption
 
 	routes sync.Map // routeID -> *Route
 
@@ -213,6 +218,13 @@ func New(cfg Config) *Telemetry {
 	t.learnedIdle, err = m.Float64ObservableGauge(MetricRouteIdleLearn, metric.WithUnit("s"),
 		metric.WithDescription("The idle timeout of the route's server, as learned from its closes (0 = none)."))
 	check(err)
+	t.fleetShare, err = m.Int64ObservableGauge(MetricFleetShare, metric.WithUnit("{connection}"),
+		metric.WithDescription("This node's share of the route's fleet-wide connection budget."))
+	check(err)
+	t.fleetRenewal, err = m.Float64Histogram(MetricFleetRenewal, metric.WithUnit("s"),
+		metric.WithDescription("Time of one call to a route's budget grain: asking for a share, renewing it or giving it back."),
+		metric.WithExplicitBucketBoundaries(leaseWaitBuckets...))
+	check(err)
 	for _, err := range errs {
 		t.log.Warn("connactor: telemetry instrument refused", "err", err)
 	}
@@ -236,6 +248,12 @@ func New(cfg Config) *Telemetry {
 	}
 	if t.learnedIdle == nil {
 		t.learnedIdle, _ = noop.Float64ObservableGauge("")
+	}
+	if t.fleetShare == nil {
+		t.fleetShare, _ = noop.Int64ObservableGauge("")
+	}
+	if t.fleetRenewal == nil {
+		t.fleetRenewal, _ = noop.Float64Histogram("")
 	}
 	for _, c := range []*metric.Int64Counter{&t.leaseTimeout, &t.opened, &t.closed, &t.dialErrors, &t.retries,
 		&t.retryRefused, &t.rejected} {

@@ -193,8 +193,8 @@ func (f *driver) summary(floorBack, leaseBack time.Duration) error {
 	}
 	for _, n := range f.alive() {
 		e := f.last[n]
-		fmt.Fprintf(f.out, "%s: grain calls p50 %v, p99 %v, max %v (%d answered, %d failed or timed out)\n",
-			n, e.CallP50.Round(time.Microsecond), e.CallP99.Round(time.Microsecond), e.CallMax.Round(time.Microsecond), e.Renewals, e.Failures)
+		fmt.Fprintf(f.out, "%s: grain calls mean %v, p50 <= %v, p99 <= %v, max %v (%d answered, %d failed or timed out)\n",
+			n, e.CallMean.Round(time.Microsecond), e.CallP50, e.CallP99, e.CallMax.Round(time.Microsecond), e.Renewals, e.Failures)
 	}
 	if late > f.o.budget {
 		return fmt.Errorf("the budget did not hold: %d connections at once, budget %d", late, f.o.budget)

@@ -1,5 +1,6 @@
 // Command fleet shows fleet-wide connection budgets: three nodes of a
-// protoactor cluster share one budget per upstream, so that together they
+// protoactor cluster, each with its own connactor client, share one budget
+// per upstream (client.Config.FleetMaxConnsPerRoute), so that together they
 // never open more than it.
 //
 //	go run ./examples/fleet
@@ -7,16 +8,17 @@
 // It starts etcd (Debian's etcd-server, /usr/bin/etcd) on 127.0.0.1 as the
 // cluster's member provider, a local upstream that counts connections from its
 // side, and three member processes (this program again): each runs a cluster
-// member with the budget grain, a fleet.Keeper, and a small stand-in for
-// connactor's connection pool (fleettest.Pool) whose callers keep asking the
-// upstream. Halfway it kills the member that hosts the budget grain with
-// SIGKILL. It prints, every second, each node's share and connections, the
-// connections the upstream sees against the budget, and the requests served;
-// then the figures: the peak against the budget, how long the dead node's
-// share took to come back, and how long grain calls took.
+// member with client.FleetKind() among its kinds and a connactor client on
+// that cluster, whose callers keep asking the upstream. Halfway it kills the
+// member that hosts the budget grain with SIGKILL. It prints, every second,
+// each node's share and connections, the connections the upstream sees
+// against the budget, and the requests served; then the figures: the peak
+// against the budget, how long the dead node's share took to come back, and
+// how long grain calls took (from each client's
+// connactor.fleet.renewal.duration histogram).
 //
-// Phase 1 of issue 15: the pool is fleettest's stand-in; connactor's client
-// takes its place once it wires fleet in (client.Config.Cluster).
+// While it runs, another service can join its cluster: it prints the command
+// for examples/actorservice.
 package main
 
 import (
@@ -107,8 +109,9 @@ func run(out io.Writer, o options) error {
 	f := newDriver(out, o, up, logs)
 	defer f.stop()
 	fmt.Fprintf(out, "connactor fleet example: 3 member processes, etcd %s on 127.0.0.1, upstream %s\n", etcdVersion(etcdBin), up.URL())
-	fmt.Fprintf(out, "budget %d connections to the upstream across the fleet; %d callers per node\n\n", o.budget, o.callers)
+	fmt.Fprintf(out, "budget %d connections to the upstream across the fleet; %d callers per node\n", o.budget, o.callers)
 	cluster := fmt.Sprintf("connactor-fleet-example-%d", time.Now().UnixNano())
+	fmt.Fprintf(out, "another service can join the cluster meanwhile: go run ./examples/actorservice -join %s/%s\n\n", etcd.Endpoint(), cluster)
 	for i := range 3 {
 		args := []string{"-etcd", etcd.Endpoint(), "-cluster", cluster, "-budget", fmt.Sprint(o.budget),
 			"-upstream", up.Addr(), "-callers", fmt.Sprint(o.callers)}

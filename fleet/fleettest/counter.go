@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// Counter counts open sockets across the pools that share it: one is counted
+// Counter counts open sockets across the clients that share it: one is counted
 // from the moment its dial starts until it is closed (a failed dial counts
 // until it failed), which is what a fleet budget limits. It is safe for
 // concurrent use.
@@ -34,15 +34,12 @@ func (c *Counter) inc() {
 
 func (c *Counter) dec() { c.open.Add(-1) }
 
-// dial dials addr, counting the socket in c (nil: no counting).
-func (c *Counter) dial(ctx context.Context, addr string) (net.Conn, error) {
-	if c == nil {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addr)
-	}
+// DialContext dials addr, counting the socket in c: give it to
+// client.Config.DialContext of every node that shares the count.
+func (c *Counter) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	c.inc()
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		c.dec()
 		return nil, err

@@ -3,10 +3,11 @@
 //
 //   - Upstream, an HTTP server on 127.0.0.1 that counts the connections it
 //     accepts and sees closed, with their times;
-//   - Counter, a count of open sockets shared by the pools of several nodes;
-//   - Pool, a small stand-in for connactor's supervisor: an actor that opens
-//     connections to one upstream only up to the share its fleet.Keeper gives
-//     it, and caller goroutines that keep it busy;
+//   - Counter, a count of open sockets shared by the clients of several nodes
+//     (client.Config.DialContext);
+//   - Load, callers that keep a connactor client busy, and RouteOf;
+//   - Renewals, a meter provider that reads the budget grain calls a client
+//     records;
 //   - Etcd, which runs Debian's etcd-server on 127.0.0.1 ports for a test;
 //   - RunMember and Process, a cluster member in its own process and the
 //     driver's handle on it.

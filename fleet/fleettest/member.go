@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
 )
 
@@ -30,9 +29,9 @@ type MemberConfig struct {
 	Budget   int           // the fleet budget per route
 	Floor    int           // fleet.Config.Floor
 	Upstream string        // the upstream's host:port
-	Callers  int           // the pool's callers once loaded
+	Callers  int           // the client's callers once loaded
 	Report   time.Duration // between two status events (default 250 ms)
-	Logger   *slog.Logger  // protoactor's and the keeper's logs (nil: discarded)
+	Logger   *slog.Logger  // protoactor's and the client's logs (nil: discarded)
 }
 
 // Event is one line a member writes, as JSON.
@@ -56,10 +55,12 @@ type Event struct {
 	Failed   int  `json:"failed"`
 	Renewals int  `json:"renewals"`
 	Failures int  `json:"failures"`
-	// Grain call latencies (fleet.Renewal.Took of answered calls) so far.
-	CallP50 time.Duration `json:"call_p50_ns,omitempty"`
-	CallP99 time.Duration `json:"call_p99_ns,omitempty"`
-	CallMax time.Duration `json:"call_max_ns,omitempty"`
+	// Grain calls answered so far, from the client's
+	// connactor.fleet.renewal.duration (p50 and p99: bucket upper bounds).
+	CallMean time.Duration `json:"call_mean_ns,omitempty"`
+	CallP50  time.Duration `json:"call_p50_ns,omitempty"`
+	CallP99  time.Duration `json:"call_p99_ns,omitempty"`
+	CallMax  time.Duration `json:"call_max_ns,omitempty"`
 }
 
 // etcdProvider builds protoactor's etcd provider inside StartMember: an etcd
@@ -99,48 +100,22 @@ func (e *etcdProvider) Shutdown(graceful bool) error {
 	return e.p.Shutdown(graceful)
 }
 
-// latencies collects grain call durations; OnRenewal adds from the keeper's
-// goroutine, the status loop reads.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(r fleet.Renewal) {
-	if r.Err != nil {
-		return
-	}
-	l.mu.Lock()
-	l.d = append(l.d, r.Took)
-	l.mu.Unlock()
-}
-
-func (l *latencies) quantiles() (p50, p99, top time.Duration) {
-	l.mu.Lock()
-	d := slices.Clone(l.d)
-	l.mu.Unlock()
-	if len(d) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(d)
-	return d[len(d)/2], d[len(d)*99/100], d[len(d)-1]
-}
-
 // RunMember runs one member of a fleet: a protoactor cluster member (etcd
-// provider, disthash) with the budget grain's kind, a fleet.Keeper and a Pool
-// against the upstream. It writes Events to out, one JSON object a line:
+// provider, disthash) with the budget grain's kind, and a connactor client
+// with a fleet budget (client.Config.Cluster) whose callers, once loaded, keep
+// asking the upstream. It writes Events to out, one JSON object a line:
 // "ready" once the member has started, "activated" when a budget grain
 // activates here, "status" every Report, "stopped" at the end. It reads
-// commands from in, one a line: "load" starts the pool's callers, "stop"
-// (or the end of in) stops the member the way a service shuts down: the pool
-// closes its connections, the keeper gives its share back, the member leaves
-// the cluster. A member killed with SIGKILL does none of that.
+// commands from in, one a line: "load" starts the callers, "stop" (or the end
+// of in) stops the member the way a service shuts down: the callers end, the
+// client shuts down (its connections close and its shares go back), the
+// member leaves the cluster. A member killed with SIGKILL does none of that.
 func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	if cfg.Report <= 0 {
 		cfg.Report = 250 * time.Millisecond
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	var outMu sync.Mutex
 	enc := json.NewEncoder(out)
@@ -152,20 +127,32 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	}
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
+	// client.FleetKind() with a hook that says where grains activate.
 	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(route string) { emit(Event{Event: "activated", Route: route}) }})
-	c := cluster.New(sys, cluster.Configure(cfg.Cluster, &etcdProvider{endpoints: cfg.Etcd}, disthash.New(),
+	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, &etcdProvider{endpoints: cfg.Etcd}, disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind)))
-	c.StartMember()
+	cl.StartMember()
 
-	pool := NewPool(PoolConfig{System: sys, Route: "http://" + cfg.Upstream, Addr: cfg.Upstream, Callers: cfg.Callers, Logger: cfg.Logger})
-	var lat latencies
-	keeper, err := fleet.New(fleet.Config{Cluster: c, Budget: cfg.Budget, Floor: cfg.Floor, Supervisor: pool.PID(), OnRenewal: lat.add, Logger: cfg.Logger})
+	renewals := NewRenewals()
+	defer renewals.MeterProvider.Shutdown(context.Background())
+	c, err := client.New(client.Config{
+		Cluster:               cl,
+		FleetMaxConnsPerRoute: cfg.Budget,
+		FleetFloor:            cfg.Floor,
+		MaxConnsPerRoute:      cfg.Budget, // the fleet budget is the limit that matters here
+		MaxConnsTotal:         max(cfg.Budget, client.DefaultMaxConnsTotal),
+		MeterProvider:         renewals.MeterProvider,
+		Logger:                cfg.Logger,
+	})
 	if err != nil {
-		c.Shutdown(true)
+		cl.Shutdown(true)
 		return err
 	}
 	emit(Event{Event: "ready", Member: sys.ID, Address: sys.Address()})
 
+	route := "http://" + cfg.Upstream
+	var load *Load
+	var loadMu sync.Mutex
 	statusDone := make(chan struct{})
 	var statusLoop sync.WaitGroup
 	statusLoop.Go(func() {
@@ -176,45 +163,54 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 			case <-statusDone:
 				return
 			case <-t.C:
-				emit(status(keeper, pool, &lat))
+				loadMu.Lock()
+				l := load
+				loadMu.Unlock()
+				emit(status(c, route, l, renewals))
 			}
 		}
 	})
 
 	scan := bufio.NewScanner(in)
-	loaded := false
 	for scan.Scan() {
 		cmd := strings.TrimSpace(scan.Text())
 		if cmd == "stop" {
 			break
 		}
-		if cmd == "load" && !loaded {
-			loaded = true
-			pool.Start(keeper.PID())
+		loadMu.Lock()
+		if cmd == "load" && load == nil {
+			load = StartLoad(c, route+"/", cfg.Callers)
 		}
+		loadMu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = errors.Join(pool.Stop(ctx), keeper.Stop(ctx))
+	loadMu.Lock()
+	if load != nil {
+		load.Stop()
+	}
+	loadMu.Unlock()
 	close(statusDone)
 	statusLoop.Wait()
-	c.Shutdown(true)
+	err = c.Shutdown(ctx)
+	cl.Shutdown(true)
 	emit(Event{Event: "stopped"})
 	return err
 }
 
-func status(k *fleet.Keeper, p *Pool, lat *latencies) Event {
-	e := Event{Event: "status"}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if s, err := k.Snapshot(ctx); err == nil {
-		e.Members, e.Budget = s.Members, s.Budget
-		for _, r := range s.Routes {
-			e.OnFloor, e.Safe, e.Renewals, e.Failures = r.OnFloor, r.Safe, r.Renewals, r.Failures
-		}
+// status reads the member's state: the route's share and connections from the
+// client's Stats, the calls to its grain from the client's metrics.
+func status(c *client.Client, route string, l *Load, renewals *Renewals) Event {
+	st := c.Stats()
+	r := RouteOf(st, route)
+	e := Event{Event: "status", Members: st.FleetMembers, Share: r.FleetShare, Budget: r.FleetBudget,
+		OnFloor: r.FleetState == client.FleetFloor, Safe: r.FleetState == client.FleetSafe,
+		Held: r.Open, Idle: r.Idle, Waiting: r.Pending}
+	if l != nil {
+		e.Served, e.Failed = l.Served(), l.Failed()
 	}
-	ps := p.Stats()
-	e.Share, e.Held, e.Idle, e.Waiting, e.Served, e.Failed = ps.Share, ps.Held, ps.Idle, ps.Waiting, ps.Served, ps.Failed
-	e.CallP50, e.CallP99, e.CallMax = lat.quantiles()
+	rs := renewals.Read()
+	e.Renewals, e.Failures = rs.Answered, rs.Failed
+	e.CallMean, e.CallP50, e.CallP99, e.CallMax = rs.Mean, rs.P50, rs.P99, rs.Max
 	return e
 }
