@@ -181,6 +181,11 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onPermit(ctx)
 	case *RoomWanted:
 		r.roomWanted = m.Wanted
+		if m.Wanted && len(r.idle) > 0 {
+			// The supervisor saw nothing idle when it asked: a connection
+			// that went idle since is the room it wants.
+			r.closeConn(ctx, r.idle[0], ReasonEvicted)
+		}
 	case *conn.Dialed:
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:

@@ -191,3 +191,14 @@ func TestRouteClosesFreedConnectionsWhileRoomIsWanted(t *testing.T) {
 		t.Fatalf("after: %+v", st)
 	}
 }
+
+// Room wanted by the supervisor when it saw nothing idle: a connection that
+// went idle since is closed at once for it.
+func TestRouteGivesUpAnIdleConnectionWhenRoomIsWanted(t *testing.T) {
+	p := newPool(t, 2, 8)
+	h := p.idleRoute("a", 1)
+	p.sys.Root.Send(h.PID, &RoomWanted{Wanted: true})
+	if st := p.stats(h); st.Open != 0 || st.ClosedBy[string(ReasonEvicted)] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

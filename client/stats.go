@@ -167,7 +167,8 @@ func (c *Client) isClosed() bool {
 }
 
 func routeStats(r actors.RouteStatsResponse, h *actors.RouteHandle) RouteStats {
-	return RouteStats{FleetShare: int(h.Fleet.Share.Load()), FleetBudget: int(h.Fleet.Budget.Load()), Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
+	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
+		FleetShare: int(h.Fleet.Share.Load()), FleetBudget: int(h.Fleet.Budget.Load()),
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 		Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts, ClosedBy: r.ClosedBy,
 		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,

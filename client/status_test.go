@@ -129,7 +129,7 @@ func TestRouteStatsCopiesEveryFieldOfTheRoutesAnswer(t *testing.T) {
 			t.Fatalf("field %s: kind %s not covered by the test", v.Type().Field(i).Name, f.Kind())
 		}
 	}
-	out := reflect.ValueOf(routeStats(in))
+	out := reflect.ValueOf(routeStats(in, &actors.RouteHandle{Fleet: &actors.FleetPublished{}}))
 	for i := 0; i < v.NumField(); i++ {
 		name := v.Type().Field(i).Name
 		if o := out.FieldByName(name); o.IsValid() && o.IsZero() {

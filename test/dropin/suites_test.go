@@ -138,10 +138,7 @@ var restySuite = &suite{
 		"TestClientSetClientRootCertificateNotExists":  restyFields + " (TLSClientConfig)",
 		"TestProxySetting":                             restyFields + " (Proxy)",
 	},
-	KnownFailures: map[string]string{
-		"TestTraceInfo": "panics on a nil TraceInfo().RemoteAddr: httptrace.GotConnInfo.Conn is nil " +
-			"(issue 16: GotConnInfo.Conn is the connection)",
-	},
+	KnownFailures: map[string]string{},
 }
 
 // Why resty's excluded tests need a *http.Transport: resty sets TLS, proxies
