@@ -120,6 +120,7 @@ type Route struct {
 	closed                  bool
 	freshWaiters            int
 	roomWanted              bool // the supervisor wants freed connections closed (RoomWanted)
+	shed                    bool // ... even when own waiters wait: above the fleet share
 	h2Possible              bool // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
 	proto                   proto
 	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
@@ -180,7 +181,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *PermitResponse:
 		r.onPermit(ctx)
 	case *RoomWanted:
-		r.roomWanted = m.Wanted
+		r.roomWanted, r.shed = m.Wanted, m.Shed
 		if m.Wanted && len(r.idle) > 0 {
 			// The supervisor saw nothing idle when it asked: a connection
 			// that went idle since is the room it wants.
@@ -362,6 +363,10 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 // connection is closed at once: it would be the least recently used idle
 // connection anyway.
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
+	if r.shed {
+		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
+		return
+	}
 	if cs.h2 != nil {
 		r.availableH2(ctx, cs, now)
 		return

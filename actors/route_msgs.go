@@ -92,12 +92,15 @@ type Released struct {
 type PermitResponse struct{}
 
 // RoomWanted is sent by the supervisor to routes holding connections when
-// other routes wait for room under MaxConnsTotal and no idle connection is
-// left to evict (Wanted true), and again when nobody waits any more (Wanted
-// false). No reply. While room is wanted, a route closes a connection that
-// becomes free when none of its own waiters needs it, instead of keeping it
-// idle. This is the only way a route learns of other routes' needs.
-type RoomWanted struct{ Wanted bool }
+// other routes wait for room under MaxConnsTotal or MaxConnsPerHost and no
+// idle connection is left to evict, or when the route holds more than its
+// fleet share (Wanted true), and again when that is over (Wanted false). No
+// reply. While room is wanted, a route closes a connection that becomes free
+// when none of its own waiters needs it, instead of keeping it idle; with
+// Shed (above its fleet share) it closes it even when its own waiters wait,
+// so that the connections it holds come down to its share. This is the only
+// way a route learns of other routes' needs.
+type RoomWanted struct{ Wanted, Shed bool }
 
 // EvictIdleRequest is sent by the supervisor to the route holding the least
 // recently used idle connection when another route needs room under

@@ -202,3 +202,23 @@ func TestRouteGivesUpAnIdleConnectionWhenRoomIsWanted(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// Above its fleet share (Shed), a route closes a freed connection even when
+// its own callers wait: the connections it holds come down to the share.
+func TestRouteShedsFreedConnectionsAboveItsShareEvenWithWaiters(t *testing.T) {
+	p := newPool(t, 2, 8)
+	h := p.route("a")
+	ls := p.lease(h, 2)
+	waiting := p.ask(h)
+	p.sys.Root.Send(h.PID, &RoomWanted{Wanted: true, Shed: true})
+	p.release(h, true, ls[0])
+	if st := p.stats(h); st.ClosedBy[string(ReasonFleetShare)] != 1 || st.Pending+st.Dialing == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Back under its share, a freed connection serves the waiter again.
+	p.sys.Root.Send(h.PID, &RoomWanted{})
+	p.release(h, true, ls[1])
+	if l := p.leased(waiting); !l.Reused && l.ConnID == ls[1].ConnID {
+		t.Fatalf("waiter got %+v", l)
+	}
+}

@@ -71,7 +71,8 @@ type routeEntry struct {
 	// MaxConnsPerHost (wantRoom). room: what the route was last told
 	// (RoomWanted): roomTotal, or the route holds more than its fleet share.
 	roomTotal, room bool
-	fleetRoute      // the fleet share and the last usage reported
+	shed            bool // told RoomWanted{Shed: true}: it holds more than its fleet share
+	fleetRoute           // the fleet share and the last usage reported
 }
 
 // Supervisor is the supervisor actor: it starts one route actor per route and

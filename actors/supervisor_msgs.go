@@ -100,6 +100,7 @@ const (
 	ReasonMaxRequests  CloseReason = "max_requests" // MaxRequestsPerConn served
 	ReasonLearnedIdle  CloseReason = "learned_idle" // idle close to the server's learned timeout
 
+	ReasonFleetShare     CloseReason = "fleet_share"     // above the node's share of a fleet budget
 	ReasonGoAway         CloseReason = "goaway"          // HTTP/2: the server's GOAWAY, after the last stream
 	ReasonRefusedStreams CloseReason = "refused_streams" // HTTP/2: the server refused two streams
 	ReasonPingTimeout    CloseReason = "ping_timeout"    // HTTP/2: the health check's PING went unanswered

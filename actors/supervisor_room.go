@@ -73,12 +73,13 @@ func (s *Supervisor) wantRoom(ctx actor.Context, want bool, host string) {
 // wanted of it for the total or the host cap, or it holds more than its fleet
 // share (then the connections it frees close rather than idle).
 func (s *Supervisor) tellRoom(ctx actor.Context, e *routeEntry) {
-	w := e.roomTotal || s.overShare(e)
-	if w == e.room {
+	over := s.overShare(e)
+	w := e.roomTotal || over
+	if w == e.room && over == e.shed {
 		return
 	}
-	e.room = w
-	ctx.Send(e.h.PID, &RoomWanted{Wanted: w})
+	e.room, e.shed = w, over
+	ctx.Send(e.h.PID, &RoomWanted{Wanted: w, Shed: over})
 }
 
 // lruIdleRoute finds the route (of host, or of any host when it is "") whose
