@@ -5,10 +5,11 @@
 // that streams from the socket. It knows nothing of pool limits: its parent, a
 // route actor, decides when it is leased, re-used or closed.
 //
-// Connection actors run on protoactor's synchronized dispatcher: a message is
-// processed on the sender's goroutine. The lease holder's ExchangeRequest is
-// therefore served without a goroutine switch, while the route actor only ever
-// sends non-blocking messages (WatchIdle, Stop). Between an ExchangeResponse and
+// Connection actors have an inline-first mailbox (internal/mailbox): a
+// message to an idle connection actor is processed on the sender's goroutine.
+// The lease holder's ExchangeRequest is therefore served without a goroutine
+// switch or an allocation, while the route actor only ever sends non-blocking
+// messages (WatchIdle, Stop). Between an ExchangeResponse and
 // the Done callback the socket's reader is lent to the response body, which the
 // caller reads on its own goroutine, and a request's body is written by a
 // goroutine of the client's (full duplex, see reqWriter); those are the places
@@ -31,6 +32,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
 
@@ -66,8 +68,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// syncDispatcher runs a connection actor's messages on the sender's goroutine.
-var syncDispatcher = actor.NewSynchronizedDispatcher(32)
+// inlineBudget is how many messages a connection actor processes on a
+// sender's goroutine when it was idle (see mailbox.Inline): its messages are
+// few (the exchange, the idle watch, the dial's result, stop).
+const inlineBudget = 8
+
+// connMailbox is every connection actor's mailbox producer: messages run on
+// the sender's goroutine, without an allocation per message.
+var connMailbox = mailbox.Inline(inlineBudget)
 
 // Props returns the props of the connection actor numbered id (unique within its
 // route) for route key k. life bounds the dial: it ends when the client closes.
@@ -75,7 +83,7 @@ var syncDispatcher = actor.NewSynchronizedDispatcher(32)
 func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &Actor{id: id, key: k, opt: opt, life: life}
-	}, actor.WithDispatcher(syncDispatcher))
+	}, actor.WithMailbox(connMailbox))
 }
 
 // Actor is a connection actor. All fields are touched only inside Receive, except

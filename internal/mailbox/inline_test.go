@@ -1,4 +1,4 @@
-package actors
+package mailbox
 
 import (
 	"log/slog"
@@ -8,7 +8,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
 
 // recorder notes, per message, the goroutine that processed it.
 type recorder struct {
@@ -48,15 +54,15 @@ func (r *recorder) Receive(ctx actor.Context) {
 }
 
 func newMailboxSystem(t *testing.T) *actor.ActorSystem {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
 	return sys
 }
 
-func TestInlineMailboxRunsAMessageToAnIdleActorOnTheSendersGoroutine(t *testing.T) {
+func TestInlineRunsAMessageToAnIdleActorOnTheSendersGoroutine(t *testing.T) {
 	sys := newMailboxSystem(t)
 	r := &recorder{}
-	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }, actor.WithMailbox(InlineMailbox(4))))
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }, actor.WithMailbox(Inline(4))))
 	defer func() { sys.Root.StopFuture(pid).Wait() }()
 	me := goid()
 	for i := 0; i < 3; i++ {
@@ -70,10 +76,10 @@ func TestInlineMailboxRunsAMessageToAnIdleActorOnTheSendersGoroutine(t *testing.
 	}
 }
 
-func TestInlineMailboxKeepsOrderAndHandsABacklogToAGoroutine(t *testing.T) {
+func TestInlineKeepsOrderAndHandsABacklogToAGoroutine(t *testing.T) {
 	sys := newMailboxSystem(t)
 	r := &recorder{block: make(chan struct{}), entered: make(chan struct{})}
-	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }, actor.WithMailbox(InlineMailbox(2))))
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }, actor.WithMailbox(Inline(2))))
 	defer func() { sys.Root.StopFuture(pid).Wait() }()
 	// The first message blocks the actor on another goroutine, so a backlog builds.
 	go sys.Root.Send(pid, &numbered{-1}) // runs inline on that goroutine and blocks it
@@ -109,7 +115,7 @@ func TestInlineMailboxKeepsOrderAndHandsABacklogToAGoroutine(t *testing.T) {
 	}
 }
 
-func TestInlineMailboxBoundsTheWorkDoneOnASendersGoroutine(t *testing.T) {
+func TestInlineBoundsTheWorkDoneOnASendersGoroutine(t *testing.T) {
 	var m inlineMailbox
 	m.budget = 3
 	inv := &countingInvoker{}
