@@ -28,6 +28,7 @@ type exchange struct {
 	ticket   wait.Ticket[actors.Lease]
 	leaseReq actors.LeaseRequest
 	exReq    conn.ExchangeRequest
+	exReply  wait.Ticket[conn.ExchangeResponse]
 	released actors.Released
 }
 
@@ -84,24 +85,28 @@ func (x *exchange) lease(l *waitLimit, key route.Key, fresh bool, avoid uint64) 
 }
 
 // exchange sends req on the leased connection and waits for the response head.
-// The connection actor runs the exchange on this goroutine and answers at once,
-// unless its mailbox was busy; a connection actor stopped with its route before
-// it saw the request never answers, which the route's Done tells.
+// The connection actor runs the exchange on this goroutine and answers (through
+// the exchange's ticket) before Send returns, unless its mailbox was busy; a
+// connection actor stopped with its route before it saw the request never
+// answers, which the route's Done tells.
 func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 	if x.got.H2 != nil {
 		return x.stream(req)
 	}
-	reply := make(chan conn.ExchangeResponse, 1)
-	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, Reply: reply, Done: x.done}
+	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, Reply: &x.exReply, Done: x}
 	x.c.sys.Root.Send(x.got.Conn, &x.exReq)
-	var r conn.ExchangeResponse
-	select {
-	case r = <-reply:
-	case <-x.route.Done:
-		// An answer sent before the connection stopped is already there.
+	r, _, ok := x.exReply.Result()
+	if !ok {
 		select {
-		case r = <-reply:
-		default:
+		case <-x.exReply.Ready():
+		case <-x.route.Done:
+		}
+		// An answer given before the connection stopped is taken; after
+		// Cancel, the connection drops its answer and never calls Done.
+		if r, _, ok = x.exReply.Result(); !ok && x.exReply.Cancel() {
+			r, ok = x.exReply.Returned()
+		}
+		if !ok {
 			r.Err = &conn.ExchangeError{Op: "write", Reused: x.got.Reused, Err: actors.ErrRouteFailed}
 		}
 	}
@@ -133,8 +138,11 @@ func (x *exchange) stream(req *http.Request) (*http.Response, error) {
 // closed, or failed.
 func (x *exchange) streamDone(error) { x.done(true, 0) }
 
-// done is the exchange's Done: the response body reached its end or was
-// closed. The connection goes back to its route and the request ends.
+// ExchangeEnded is the exchange's conn.Ender (see done).
+func (x *exchange) ExchangeEnded(reusable bool, idle time.Duration) { x.done(reusable, idle) }
+
+// done ends the exchange: the response body reached its end or was closed.
+// The connection goes back to its route and the request ends.
 func (x *exchange) done(reusable bool, idle time.Duration) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
 
@@ -80,8 +81,8 @@ func BenchmarkExchange(b *testing.B) {
 				wg.Wait()
 				sys.Shutdown()
 			}()
-			reply, released := make(chan ExchangeResponse, 1), make(chan bool, 1)
-			m := &ExchangeRequest{Reply: reply, Done: func(r bool, _ time.Duration) { released <- r }}
+			released := make(chan bool, 1)
+			m := &ExchangeRequest{Done: EnderFunc(func(r bool, _ time.Duration) { released <- r })}
 			buf := make([]byte, 64)
 			rd := strings.NewReader(tc.body)
 			b.ReportAllocs()
@@ -92,9 +93,10 @@ func BenchmarkExchange(b *testing.B) {
 					body = rd
 				}
 				req, _ := http.NewRequest(tc.method, "http://"+ln.Addr().String()+"/", body)
-				m.Req, m.Reused = req, i > 0
+				m.Req, m.Reused, m.Reply = req, i > 0, &wait.Ticket[ExchangeResponse]{}
 				sys.Root.Send(pid, m)
-				r := <-reply
+				<-m.Reply.Ready()
+				r, _, _ := m.Reply.Result()
 				if r.Err != nil {
 					b.Fatal(r.Err)
 				}

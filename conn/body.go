@@ -37,7 +37,7 @@ type body struct {
 	dl        *exchangeDeadlines // &deadlines
 	deadlines exchangeDeadlines
 	w         *reqWriter // non-nil when the request has a body (written on its own goroutine)
-	done      func(reusable bool, idle time.Duration)
+	done      Ender
 	reusable  bool
 	idle      time.Duration
 	remaining int64 // Content-Length minus bytes read; -1 when unknown
@@ -124,6 +124,22 @@ func (b *body) Close() error {
 	return nil
 }
 
+// abandon ends an exchange whose answer its holder gave up on (see
+// unanswered): the context watch and a running request write stop, later
+// reads fail, and Done is not called.
+func (b *body) abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.finished {
+		return
+	}
+	b.finished, b.err = true, errBodyClosed
+	b.dl.release()
+	if b.w != nil {
+		b.w.stop(b.dl)
+	}
+}
+
 // errBodyClosed is returned by reads after Close, as net/http's bodies do.
 var errBodyClosed = errors.New("connactor: read on closed response body")
 
@@ -154,5 +170,5 @@ func (b *body) finish(ok bool) {
 	if b.w != nil {
 		b.w.stop(b.dl) // a write still running ends with the response (as net/http)
 	}
-	b.done(ok && b.reusable, b.idle)
+	b.done.ExchangeEnded(ok && b.reusable, b.idle)
 }

@@ -10,27 +10,55 @@ import (
 )
 
 // onExchange serves the lease holder's ExchangeRequest on its own goroutine. A
-// panic is answered as an error (with the synchronized dispatcher a lost answer
-// would hang the caller) and leaves the connection broken.
+// panic is answered as an error (a lost answer would hang the caller) and
+// leaves the connection broken.
 func (c *Actor) onExchange(m *ExchangeRequest) {
-	answered := false
 	defer func() {
 		if r := recover(); r != nil {
 			c.broken = true
 			if c.nc != nil {
 				c.nc.Close()
 			}
-			if !answered {
-				m.Reply <- ExchangeResponse{Err: fmt.Errorf("conn: internal error: %v", r)}
-			}
+			m.Reply.Deliver(ExchangeResponse{Err: fmt.Errorf("conn: internal error: %v", r)}) // false if answered
 		}
 	}()
-	r := c.exchange(m)
-	answered = true
-	m.Reply <- r
+	r, end := c.exchangeHead(m)
+	if !m.Reply.Deliver(r) {
+		c.unanswered(r)
+		return
+	}
+	if end != nil {
+		end.finish(true) // a response without a body: the exchange is over
+	}
 }
 
-// exchange writes the request and reads the response head with net/http's own
+// unanswered drops an answer its holder gave up on (its route stopped, and
+// with it this connection): nobody will read the body or hear of its end, so
+// the connection is closed, and Done is not called.
+func (c *Actor) unanswered(r ExchangeResponse) {
+	if r.Resp == nil {
+		return
+	}
+	c.broken = true
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	if b, ok := r.Resp.Body.(*body); ok {
+		b.abandon()
+	}
+}
+
+// exchange is exchangeHead followed, for a response without a body, by the
+// end of the exchange (Done). Tests call it directly.
+func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
+	r, end := c.exchangeHead(m)
+	if end != nil {
+		end.finish(true)
+	}
+	return r
+}
+
+// exchangeHead writes the request and reads the response head with net/http's own
 // machinery (RFC 9112 framing, chunked bodies, trailers). A request without a
 // body is written on this goroutine before the head is read; one with a body is
 // written on a goroutine of its own while the head is read (see reqWriter). It
@@ -38,20 +66,24 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 // exchange: WroteHeaderField, WroteHeaders and WroteRequest (from
 // Request.Write), Wait100Continue, GotFirstResponseByte, Got100Continue and
 // Got1xxResponse.
-func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
+//
+// A response without a body (HEAD, 204, 304, Content-Length: 0) is returned
+// with its exchange still to end: the caller calls end.finish(true) once the
+// answer is delivered, so that Done is never called for an answer nobody took.
+func (c *Actor) exchangeHead(m *ExchangeRequest) (r ExchangeResponse, end *body) {
 	req := m.Req
 	if c.nc == nil || c.broken {
-		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}}
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}}, nil
 	}
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
-		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: err}}
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: err}}, nil
 	}
 	if err := c.stopWatch(); err != nil {
-		return c.stale(m, err)
+		return c.stale(m, err), nil
 	}
 	if err := c.checkIdle(); err != nil {
-		return c.stale(m, err)
+		return c.stale(m, err), nil
 	}
 	c.served++
 	c.wr.n.Store(0)
@@ -71,14 +103,14 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 		w = c.startWriter(req, trace, dl)
 	} else {
 		if err := c.writeRequest(req); err != nil {
-			return c.abort(m, dl, nil, "write", err)
+			return c.abort(m, dl, nil, "write", err), nil
 		}
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
 	}
 
 	resp, ambiguous, err := c.readHead(req, trace, w)
 	if err != nil {
-		return c.abort(m, dl, w, "read", err)
+		return c.abort(m, dl, w, "read", err), nil
 	}
 	dl.endHead()
 	reusable, idle := Reusable(req, resp)
@@ -92,26 +124,25 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 	if w != nil {
 		var bodyErr error
 		if early, bodyErr = w.atHead(resp, dl); bodyErr != nil {
-			return c.abort(m, dl, w, "write", bodyErr)
+			return c.abort(m, dl, w, "write", bodyErr), nil
 		}
 		if early != nil {
 			reusable, idle, c.broken = false, 0, true
 		}
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return ExchangeResponse{Resp: c.upgrade(resp, dl, w, m.Done)}
+		return ExchangeResponse{Resp: c.upgrade(resp, dl, w, m.Done)}, nil
 	}
 	b.rc, b.dl, b.w, b.done, b.reusable, b.idle = resp.Body, dl, w, m.Done, reusable, idle
 	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		// No body (HEAD, 204, 304, Content-Length: 0): the exchange is over now.
 		resp.Body.Close()
-		b.finish(true)
 		resp.Body = http.NoBody
-		return ExchangeResponse{Resp: resp, Early: early}
+		return ExchangeResponse{Resp: resp, Early: early}, b
 	}
 	resp.Body = b
-	return ExchangeResponse{Resp: resp, Early: early}
+	return ExchangeResponse{Resp: resp, Early: early}, nil
 }
 
 // stale refuses a connection found unusable before anything was written.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
 
@@ -102,11 +103,12 @@ func newConnFixture(t *testing.T, opts ...func(*Options)) *connFixture {
 // exchange sends an ExchangeRequest and returns its answer.
 func (f *connFixture) exchange(t *testing.T, req *http.Request, reused bool) ExchangeResponse {
 	t.Helper()
-	reply := make(chan ExchangeResponse, 1)
+	reply := &wait.Ticket[ExchangeResponse]{}
 	f.sys.Root.Send(f.conn, &ExchangeRequest{Req: req, Reused: reused, Reply: reply,
-		Done: func(reusable bool, idle time.Duration) { f.release <- releaseResult{reusable, idle} }})
+		Done: EnderFunc(func(reusable bool, idle time.Duration) { f.release <- releaseResult{reusable, idle} })})
 	select {
-	case r := <-reply:
+	case <-reply.Ready():
+		r, _, _ := reply.Result()
 		return r
 	case <-time.After(5 * time.Second):
 		t.Fatal("no answer to the exchange")

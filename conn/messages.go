@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/internal/wait"
 )
 
 // Dialed is sent by a connection actor to its parent (the route actor) once its
@@ -71,9 +72,13 @@ type IdleBroken struct {
 type WatchIdle struct{}
 
 // ExchangeRequest is sent by the holder of a lease to the connection actor: write
-// Req and read the response head. It is answered exactly once, on Reply (cap 1).
-// The connection actor runs on a synchronized dispatcher, so the exchange runs on
-// the sender's goroutine and the answer is usually in Reply when Send returns.
+// Req and read the response head. It is answered exactly once, through Reply
+// (the holder's ticket: Deliver, or Reject with the route's closing, never
+// both). The connection actor has an inline-first mailbox, so the exchange runs
+// on the sender's goroutine and the answer is usually in Reply when Send
+// returns. A holder that gave up (its route stopped) cancels Reply; an answer
+// delivered to nobody is dropped (its response body is not read, and its Done
+// never called: the connection stops with its route).
 //
 // On success the response body streams from the socket; Done is called exactly
 // once when the exchange is over (body at EOF, closed, or failed while read),
@@ -83,9 +88,22 @@ type WatchIdle struct{}
 type ExchangeRequest struct {
 	Req    *http.Request
 	Reused bool
-	Reply  chan ExchangeResponse
-	Done   func(reusable bool, idle time.Duration)
+	Reply  *wait.Ticket[ExchangeResponse]
+	Done   Ender
 }
+
+// Ender is told when an exchange is over (see ExchangeRequest.Done). The lease
+// holder implements it on the value that holds its exchange, so that the
+// request costs no closure.
+type Ender interface {
+	ExchangeEnded(reusable bool, idle time.Duration)
+}
+
+// EnderFunc adapts a function to Ender.
+type EnderFunc func(reusable bool, idle time.Duration)
+
+// ExchangeEnded calls f.
+func (f EnderFunc) ExchangeEnded(reusable bool, idle time.Duration) { f(reusable, idle) }
 
 // ExchangeResponse answers an ExchangeRequest: a response with a streaming body,
 // or an error (an *ExchangeError, a *RequestBodyError when the request's body

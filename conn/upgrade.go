@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 )
 
 // upgradedConn is the Body of a 101 Switching Protocols response (RFC 9110
@@ -23,7 +22,7 @@ import (
 type upgradedConn struct {
 	nc   net.Conn
 	br   *bufio.Reader // the bytes buffered past the head; nil once read
-	done func(reusable bool, idle time.Duration)
+	done Ender
 
 	// A request body still being written when the 101 came: the new
 	// protocol's first write waits for it (RFC 9113 section 3.2 wants the
@@ -38,7 +37,7 @@ type upgradedConn struct {
 // upgrade hands the connection to a 101 response's Body. The exchange is over
 // as far as HTTP goes: the context watch is released and the connection marked
 // broken, so that no request is ever written to it again.
-func (c *Actor) upgrade(resp *http.Response, dl *exchangeDeadlines, w *reqWriter, done func(bool, time.Duration)) *http.Response {
+func (c *Actor) upgrade(resp *http.Response, dl *exchangeDeadlines, w *reqWriter, done Ender) *http.Response {
 	c.broken = true
 	dl.release() // a context that ended just now left a past deadline: the body's I/O fails, as it should
 	u := &upgradedConn{nc: c.nc, done: done}
@@ -103,7 +102,7 @@ func (u *upgradedConn) Close() error {
 			w.stopped.Store(true)
 			w.stopOnce.Do(func() { w.body.Close() })
 		}
-		u.done(false, 0)
+		u.done.ExchangeEnded(false, 0)
 	})
 	return err
 }
