@@ -29,7 +29,7 @@ demo:
 
 ## fuzz: a short run of each fuzz target (FUZZTIME each); seed corpora run with every `make test`
 FUZZTIME ?= 10s
-FUZZ_CONN = FuzzParseKeepAlive FuzzReusable FuzzExchange
+FUZZ_CONN = FuzzParseKeepAlive FuzzReusable FuzzExchange FuzzRequestWriter
 fuzz:
 	@for f in $(FUZZ_CONN); do \
 		echo "fuzz ./conn $$f ($(FUZZTIME))"; \

@@ -24,6 +24,7 @@ type exchange struct {
 	route *actors.RouteHandle
 	got   actors.Lease
 	early error // the response arrived before the body was sent in full (conn.ErrEarlyResponse)
+	gzip  bool  // send "Accept-Encoding: gzip" (transparent compression, gzip.go)
 
 	ticket   wait.Ticket[actors.Lease]
 	leaseReq actors.LeaseRequest
@@ -93,7 +94,7 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 	if x.got.H2 != nil {
 		return x.stream(req)
 	}
-	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, Reply: &x.exReply, Done: x}
+	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, AcceptGzip: x.gzip, Reply: &x.exReply, Done: x}
 	x.c.sys.Root.Send(x.got.Conn, &x.exReq)
 	r, _, ok := x.exReply.Result()
 	if !ok {
@@ -126,6 +127,9 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 // lease is released when the stream is over (streamDone), or at once when it
 // failed.
 func (x *exchange) stream(req *http.Request) (*http.Response, error) {
+	if x.gzip {
+		req = withGzip(req)
+	}
 	resp, err := x.got.H2.RoundTrip(req, x.streamDone)
 	if err != nil {
 		x.release(true, false, 0) // the stream is over; the connection reports its own fate

@@ -13,33 +13,40 @@ import (
 // Config.DisableCompression is false, the request is sent with
 // "Accept-Encoding: gzip", and a gzip response is decompressed as it is read:
 // its Content-Encoding and Content-Length are removed, ContentLength is -1 and
-// Uncompressed is true. The caller's request is never modified: a copy with
-// its own header carries the extra field.
+// Uncompressed is true. The caller's request is never modified: on HTTP/1.1
+// the connection writes the extra field itself (conn.ExchangeRequest's
+// AcceptGzip), without copying the header; an HTTP/2 stream gets a copy of
+// the request whose header carries it (withGzip).
 
-// withGzip reports whether req gets "Accept-Encoding: gzip", and returns the
-// request to send.
-func (c *Client) withGzip(req *http.Request) (*http.Request, bool) {
+// wantsGzip reports whether req is sent with "Accept-Encoding: gzip".
+func (c *Client) wantsGzip(req *http.Request) bool {
 	if c.cfg.DisableCompression || req.Method == http.MethodHead {
-		return req, false
+		return false
 	}
 	if _, ok := req.Header["Accept-Encoding"]; ok {
-		return req, false
+		return false
 	}
 	if _, ok := req.Header["Range"]; ok {
-		return req, false // a gzip range of unknown offsets (golang/go#8923)
+		return false // a gzip range of unknown offsets (golang/go#8923)
 	}
+	return true
+}
+
+// withGzip returns a copy of req whose header (a copy) has
+// "Accept-Encoding: gzip".
+func withGzip(req *http.Request) *http.Request {
 	out := *req
 	out.Header = make(http.Header, len(req.Header)+1)
 	for k, v := range req.Header {
 		out.Header[k] = v
 	}
 	out.Header["Accept-Encoding"] = acceptGzip
-	return &out, true
+	return &out
 }
 
 var acceptGzip = []string{"gzip"}
 
-// gunzip makes resp, an answer to a request sent with withGzip, decompress
+// gunzip makes resp, an answer to a request sent with gzip asked for, decompress
 // as it is read, when the server used gzip.
 func gunzip(resp *http.Response) {
 	if !strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") || resp.Body == http.NoBody {

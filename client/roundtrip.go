@@ -56,7 +56,7 @@ func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, e
 	// The span covers admission, the lease and the exchange; out is req, or a
 	// copy carrying the propagator's headers.
 	out, tel := c.tel.StartRequest(ctx, req, key.Scheme, key.Host, key.Port)
-	out, gz := c.withGzip(out)
+	gz := c.wantsGzip(out)
 	lim := waitLimit{ctx: ctx, c: c, req: req, timeout: c.cfg.LeaseTimeout}
 	defer lim.stop()
 	if err := c.admit(&lim); err != nil {
@@ -64,7 +64,7 @@ func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, e
 		c.failed(tel, err)
 		return nil, err
 	}
-	resp, early, err := c.send(&lim, out, key, tel, hooks)
+	resp, early, err := c.send(&lim, out, gz, key, tel, hooks)
 	if err == nil && early != nil && hooks != nil && !hooks.earlyResponse(early) {
 		resp.Body.Close() // made fatal: the response is discarded, its connection closed
 		c.failed(tel, early)
@@ -120,13 +120,14 @@ func (c *Client) admit(l *waitLimit) error {
 	return nil
 }
 
-// send leases a connection and exchanges req on it, replaying it once on a
-// fresh connection when it failed on a re-used one and replaying is safe.
-func (c *Client) send(l *waitLimit, req *http.Request, key route.Key, tel *telemetry.Request, hooks problems) (resp *http.Response, early, err error) {
+// send leases a connection and exchanges req on it (with "Accept-Encoding:
+// gzip" when gz is set), replaying it once on a fresh connection when it
+// failed on a re-used one and replaying is safe.
+func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, tel *telemetry.Request, hooks problems) (resp *http.Response, early, err error) {
 	trace := httptrace.ContextClientTrace(l.ctx)
 	fresh, avoid := false, uint64(0)
 	for attempt := 0; ; attempt++ {
-		x := &exchange{c: c, tel: tel, trace: trace}
+		x := &exchange{c: c, tel: tel, trace: trace, gzip: gz}
 		if err := x.lease(l, key, fresh, avoid); err != nil {
 			closeBody(req)
 			return nil, nil, err

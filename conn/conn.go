@@ -105,6 +105,10 @@ type Actor struct {
 	br *bufio.Reader
 	bw *bufio.Writer
 
+	head           headWriter // writes request heads (reqwrite.go); used by one request's writer at a time
+	proxyAuth      string     // Proxy-Authorization of an absolute-form route, once known
+	proxyAuthKnown bool
+
 	served int        // exchanges started on this connection
 	probe  *idleProbe // nil when the socket cannot be reached
 	h2     *h2.Conn   // set when the connection speaks HTTP/2 (h2conn.go): streams go to it directly

@@ -100,9 +100,9 @@ func (c *Actor) exchangeHead(m *ExchangeRequest) (r ExchangeResponse, end *body)
 
 	var w *reqWriter
 	if hasBody(req) {
-		w = c.startWriter(req, trace, dl)
+		w = c.startWriter(req, m.AcceptGzip, trace, dl)
 	} else {
-		if err := c.writeRequest(req); err != nil {
+		if err := c.writeRequest(req, m.AcceptGzip); err != nil {
 			return c.abort(m, dl, nil, "write", err), nil
 		}
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
@@ -168,11 +168,11 @@ func (c *Actor) checkIdle() error {
 	return nil
 }
 
-// writeRequest writes req on this goroutine and flushes it. Request.Write fires
-// WroteHeaderField, WroteHeaders and WroteRequest itself (before the final flush,
+// writeRequest writes req on this goroutine and flushes it. The writer fires
+// WroteHeaderField, WroteHeaders and WroteRequest (before the final flush,
 // as in net/http's transport).
-func (c *Actor) writeRequest(req *http.Request) error {
-	err := c.writeForm(req) // origin- or absolute-form (proxy.go)
+func (c *Actor) writeRequest(req *http.Request, gzip bool) error {
+	err := c.writeForm(req, gzip) // origin- or absolute-form (proxy.go)
 	if err == nil {
 		err = c.bw.Flush()
 	}

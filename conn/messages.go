@@ -85,11 +85,16 @@ type WatchIdle struct{}
 // with whether the connection may be re-used and the server's idle timeout
 // (0 when not announced). Done must not block. On an error answer Done is not
 // called: the exchange is over and the connection broken; the holder releases it.
+//
+// AcceptGzip asks for "Accept-Encoding: gzip" on the wire (transparent
+// compression) without a copy of Req's header: the request is written as if
+// its header had that field.
 type ExchangeRequest struct {
-	Req    *http.Request
-	Reused bool
-	Reply  *wait.Ticket[ExchangeResponse]
-	Done   Ender
+	Req        *http.Request
+	Reused     bool
+	AcceptGzip bool
+	Reply      *wait.Ticket[ExchangeResponse]
+	Done       Ender
 }
 
 // Ender is told when an exchange is over (see ExchangeRequest.Done). The lease

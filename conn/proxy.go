@@ -146,31 +146,59 @@ func (f forwardDialer) DialContext(ctx context.Context, _, addr string) (net.Con
 	return dialTCP(ctx, addr, f.opt)
 }
 
-// writeRequest writes req on the connection's buffered writer: in origin-form,
+// writeForm writes req on the connection's buffered writer: in origin-form,
 // or in absolute-form when the connection goes to an HTTP proxy that forwards
-// each request itself.
-func (c *Actor) writeForm(req *http.Request) error {
-	if c.key.AbsoluteForm() {
-		return c.writeAbsolute(req)
+// each request itself, with the proxy's credentials in Proxy-Authorization
+// (the proxy consumes them; RFC 9110 section 11.7.2), and with
+// "Accept-Encoding: gzip" when gzip is set. Requests without a body go through
+// the connection's head writer (reqwrite.go); the others through
+// Request.Write or WriteProxy, with the extra fields on a copy of the header:
+// the caller's request is never changed.
+func (c *Actor) writeForm(req *http.Request, gzip bool) error {
+	proxy := c.key.AbsoluteForm()
+	var extra [2]headField
+	n := 0
+	if gzip {
+		extra[n] = headField{"Accept-Encoding", "gzip"}
+		n++
 	}
-	return req.Write(c.bw)
-}
-
-// writeAbsolute writes req in absolute-form for the HTTP proxy at the other end
-// of the connection, with the proxy's credentials in Proxy-Authorization (the
-// proxy consumes them; RFC 9110 section 11.7.2). The caller's request is not
-// changed: a shallow copy carries the extra header.
-func (c *Actor) writeAbsolute(req *http.Request) error {
-	if user := c.opt.ProxyCredentials.Lookup(c.key); user != nil {
+	if proxy {
+		if auth := c.proxyAuthorization(); auth != "" {
+			extra[n] = headField{"Proxy-Authorization", auth}
+			n++
+		}
+	}
+	if handled, err := c.head.write(c.bw, req, proxy, extra[:n]); handled {
+		return err
+	}
+	if n > 0 {
 		r := *req
 		r.Header = req.Header.Clone()
 		if r.Header == nil {
 			r.Header = http.Header{}
 		}
-		r.Header.Set("Proxy-Authorization", basicAuth(user))
+		for _, f := range extra[:n] {
+			r.Header[f.key] = []string{f.value}
+		}
 		req = &r
 	}
-	return req.WriteProxy(c.bw)
+	if proxy {
+		return req.WriteProxy(c.bw)
+	}
+	return req.Write(c.bw)
+}
+
+// proxyAuthorization is the Proxy-Authorization value of an absolute-form
+// route's proxy ("" without credentials), computed on first use. Touched only
+// by whoever writes the connection's request, one at a time.
+func (c *Actor) proxyAuthorization() string {
+	if !c.proxyAuthKnown {
+		if user := c.opt.ProxyCredentials.Lookup(c.key); user != nil {
+			c.proxyAuth = basicAuth(user)
+		}
+		c.proxyAuthKnown = true
+	}
+	return c.proxyAuth
 }
 
 // basicAuth is the Basic credentials of user (RFC 7617).

@@ -42,10 +42,11 @@ type reqWriter struct {
 	body io.Closer  // the caller's body: closing it ends a Read blocked on it
 
 	// Read-only for write.
-	c   *Actor
-	dl  *exchangeDeadlines
-	req *http.Request // what Request.Write writes: the caller's, or a copy carrying rb
-	rb  *reqBody      // nil for an in-memory body without Expect: 100-continue
+	c    *Actor
+	dl   *exchangeDeadlines
+	req  *http.Request // what Request.Write writes: the caller's, or a copy carrying rb
+	gzip bool          // with "Accept-Encoding: gzip" (ExchangeRequest.AcceptGzip)
+	rb   *reqBody      // nil for an in-memory body without Expect: 100-continue
 
 	gate    chan bool   // cap 1, nil without Expect: 100-continue: send the body or not
 	decided atomic.Bool // the gate's decision was made
@@ -84,8 +85,8 @@ const maxInlineBody = 16 << 10
 // startWriter writes req: on a goroutine owned by the client (opt.Go), or, for
 // a small in-memory body, on this goroutine before the head is read (see
 // maxInlineBody). The outcome is in the returned writer either way.
-func (c *Actor) startWriter(req *http.Request, trace *httptrace.ClientTrace, dl *exchangeDeadlines) *reqWriter {
-	w := &reqWriter{done: make(chan error, 1), body: req.Body, c: c, dl: dl, req: req}
+func (c *Actor) startWriter(req *http.Request, gzip bool, trace *httptrace.ClientTrace, dl *exchangeDeadlines) *reqWriter {
+	w := &reqWriter{done: make(chan error, 1), body: req.Body, c: c, dl: dl, req: req, gzip: gzip}
 	if c.opt.ExpectContinueTimeout > 0 && expectsContinue(req) {
 		w.gate = make(chan bool, 1)
 	}
@@ -112,7 +113,7 @@ func (c *Actor) startWriter(req *http.Request, trace *httptrace.ClientTrace, dl 
 func (w *reqWriter) write() {
 	c, dl, rb := w.c, w.dl, w.rb
 	// Origin- or absolute-form (proxy.go); fires WroteHeaders and WroteRequest.
-	err := c.writeRequest(w.req)
+	err := c.writeRequest(w.req, w.gzip)
 	interrupt, failed := false, false
 	switch {
 	case err == nil:
