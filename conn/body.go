@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,10 +45,17 @@ type body struct {
 	finished  bool
 	err       error // returned by reads after the end
 
-	ioMu        sync.Mutex // guards inRead and interrupted, never held during I/O
-	inRead      bool
-	interrupted bool
+	// io is where a Read stands, for a Close from another goroutine: ioIdle,
+	// ioReading (set by Read before it reads the socket), ioInterrupted (set
+	// by Close over ioReading: the Read finds the connection interrupted).
+	io atomic.Int32
 }
+
+const (
+	ioIdle int32 = iota
+	ioReading
+	ioInterrupted
+)
 
 func (b *body) Read(p []byte) (int, error) {
 	b.mu.Lock()
@@ -58,14 +66,9 @@ func (b *body) Read(p []byte) (int, error) {
 		}
 		return 0, b.err
 	}
-	b.ioMu.Lock()
-	b.inRead = true
-	b.ioMu.Unlock()
+	b.io.Store(ioReading)
 	n, err := b.rc.Read(p)
-	b.ioMu.Lock()
-	b.inRead = false
-	interrupted := b.interrupted
-	b.ioMu.Unlock()
+	interrupted := b.io.Swap(ioIdle) == ioInterrupted
 	if b.remaining > 0 {
 		b.remaining -= int64(n)
 	}
@@ -99,12 +102,9 @@ func (b *body) Read(p []byte) (int, error) {
 // discards the rest for at most maxDrainBytes and maxDrainTime, and re-uses the
 // connection if the body ended within them. It always returns nil.
 func (b *body) Close() error {
-	b.ioMu.Lock()
-	if b.inRead {
-		b.interrupted = true
+	if b.io.CompareAndSwap(ioReading, ioInterrupted) {
 		b.dl.interrupt()
 	}
-	b.ioMu.Unlock()
 
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -20,6 +20,8 @@ type exchangeDeadlines struct {
 
 	mu         sync.Mutex
 	dead       bool      // a past deadline is set for good
+	readSet    bool      // a read deadline may be on the socket (cleared by endHead, release)
+	writeSet   bool      // a write deadline may be on the socket (cleared by release)
 	headDone   bool      // the final head was read: the header timeout no longer applies
 	headExpiry time.Time // the header timeout's deadline, once set
 }
@@ -35,6 +37,7 @@ func (d *exchangeDeadlines) watch() {
 func (d *exchangeDeadlines) interrupt() {
 	d.mu.Lock()
 	d.dead = true
+	d.readSet, d.writeSet = true, true
 	d.nc.SetDeadline(aLongTimeAgo)
 	d.mu.Unlock()
 }
@@ -42,6 +45,7 @@ func (d *exchangeDeadlines) interrupt() {
 func (d *exchangeDeadlines) setRead(t time.Time) {
 	d.mu.Lock()
 	if !d.dead {
+		d.readSet = true
 		d.nc.SetReadDeadline(t)
 	}
 	d.mu.Unlock()
@@ -55,6 +59,7 @@ func (d *exchangeDeadlines) startHeaderTimeout(timeout time.Duration) {
 	d.mu.Lock()
 	if !d.dead && !d.headDone {
 		d.headExpiry = time.Now().Add(timeout)
+		d.readSet = true
 		d.nc.SetReadDeadline(d.headExpiry)
 	}
 	d.mu.Unlock()
@@ -68,10 +73,12 @@ func (d *exchangeDeadlines) headerExpired() bool {
 }
 
 // endHead clears the header timeout: the body is bounded by the context only.
+// An exchange that set no read deadline costs no call on the socket.
 func (d *exchangeDeadlines) endHead() {
 	d.mu.Lock()
 	d.headDone = true
-	if !d.dead {
+	if !d.dead && d.readSet {
+		d.readSet = false
 		d.nc.SetReadDeadline(time.Time{})
 	}
 	d.mu.Unlock()
@@ -84,6 +91,7 @@ func (d *exchangeDeadlines) endHead() {
 func (d *exchangeDeadlines) writeFailed(grace time.Duration) {
 	d.mu.Lock()
 	if !d.dead && !d.headDone {
+		d.readSet = true
 		d.nc.SetReadDeadline(time.Now().Add(grace))
 	}
 	d.mu.Unlock()
@@ -94,6 +102,7 @@ func (d *exchangeDeadlines) writeFailed(grace time.Duration) {
 // connection is closed. The read side is untouched.
 func (d *exchangeDeadlines) stopWrite() {
 	d.mu.Lock()
+	d.writeSet = true
 	d.nc.SetWriteDeadline(aLongTimeAgo)
 	d.mu.Unlock()
 }
@@ -109,9 +118,10 @@ func (d *exchangeDeadlines) ctxErr() error {
 	return nil
 }
 
-// release stops the context watch and clears the deadlines. It reports false
-// when a past deadline was set (the context ended or a Close interrupted a
-// read): the connection must then be closed.
+// release stops the context watch and clears the deadlines (none were set in
+// the common exchange: then the socket is not touched). It reports false when
+// a past deadline was set (the context ended or a Close interrupted a read):
+// the connection must then be closed.
 func (d *exchangeDeadlines) release() bool {
 	if d.stop != nil && !d.stop() {
 		return false // the watch ran, or is running: its deadline may land at any time
@@ -121,6 +131,9 @@ func (d *exchangeDeadlines) release() bool {
 	if d.dead {
 		return false
 	}
-	d.nc.SetDeadline(time.Time{})
+	if d.readSet || d.writeSet {
+		d.readSet, d.writeSet = false, false
+		d.nc.SetDeadline(time.Time{})
+	}
 	return true
 }
