@@ -72,7 +72,7 @@ func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
 	for _, o := range opts {
 		o(cfg)
 	}
-	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg),
+	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg), actor.WithMailbox(SupervisorMailbox()),
 		actor.WithSupervisor(sv.Route), actor.WithGuardian(SupervisorStrategy)))
 	tb.Cleanup(p.close)
 	return p

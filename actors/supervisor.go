@@ -59,6 +59,20 @@ func (i *Incarnation) Done() <-chan struct{} { return i.done }
 // and what arrives with it, small enough that no caller works long for others.
 const RouteInlineBudget = 16
 
+// SupervisorInlineBudget is the supervisor's: a permit, a freed place and the
+// grants they allow, on the goroutine of the route that sent them.
+const SupervisorInlineBudget = 16
+
+// SupervisorMailbox returns the supervisor's mailbox producer: inline-first
+// (see InlineMailbox), like the routes'. The supervisor never blocks, so a
+// PermitRequest or a ConnClosed is handled on the sending route's goroutine
+// (usually a caller's), and the PermitResponse it sends back queues behind
+// the route's current message on that same goroutine: a dial costs no
+// goroutine switch and no goroutine started for the supervisor (protoactor's
+// default mailbox starts one per wake-up, whose stack then grows through the
+// route's and the connection actor's frames).
+func SupervisorMailbox() actor.MailboxProducer { return InlineMailbox(SupervisorInlineBudget) }
+
 type routeEntry struct {
 	h        *RouteHandle
 	name     string        // h.Key.String(): the fleet budget's route

@@ -143,7 +143,7 @@ func New(cfg Config) (*Client, error) {
 		c.tel.Close()
 		return nil, fmt.Errorf("%w: fleet budget: %w", ErrInvalidConfig, err)
 	}
-	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg),
+	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg), actor.WithMailbox(actors.SupervisorMailbox()),
 		actor.WithSupervisor(supervision.Route), actor.WithGuardian(actors.SupervisorStrategy))
 	if c.sup, err = c.sys.Root.SpawnNamed(props, supName); err != nil {
 		panic("client: internal error: supervisor name taken: " + err.Error()) // NextId is unique

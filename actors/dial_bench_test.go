@@ -1,0 +1,79 @@
+package actors
+
+import (
+	"net"
+	"testing"
+)
+
+// BenchmarkDial: what a new connection costs the pool beyond the connect
+// itself, driven as the front door drives it. One op: a LeaseRequest that
+// finds no idle connection, the route's permit round with the supervisor, a
+// connection actor spawned, its dial (net.Pipe through DialContext: no
+// network), Dialed, the grant; then a Released that is not reusable, which
+// stops the connection actor and frees its place (ConnClosed).
+//
+//   - fresh: the supervisor has room (MaxConnsTotal not reached);
+//   - evicting: the total is reached and the room comes from another route's
+//     idle connection (EvictIdleRequest), routes200's pattern;
+//   - pipe: net.Pipe and its close alone, the "raw connect" to subtract.
+//
+// The target: fresh minus pipe at most 5 us.
+func BenchmarkDial(b *testing.B) {
+	b.Run("fresh", func(b *testing.B) {
+		p := newPool(b, 1, 1)
+		h := p.route(hostN(0))
+		b.ReportAllocs()
+		for b.Loop() {
+			dialOnce(b, p, h)
+		}
+	})
+	b.Run("evicting", func(b *testing.B) {
+		// Two routes, room for one connection: each op's dial first evicts
+		// the other route's idle connection; the other route then gets its
+		// connection back the same way, so both alternate.
+		p := newPool(b, 1, 1)
+		hs := [2]*RouteHandle{p.route(hostN(0)), p.route(hostN(1))}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			h := hs[i%2]
+			o := &op{}
+			o.ticket.ID = p.ids.Add(1)
+			o.req.Ticket = &o.ticket
+			p.sys.Root.Send(h.PID, &o.req)
+			l, err := result(b, &o.ticket)
+			if err != nil {
+				b.Fatal(err)
+			}
+			o.rel = Released{ConnID: l.ConnID, Reusable: true} // stays idle: the next op evicts it
+			p.sys.Root.Send(h.PID, &o.rel)
+			i++
+		}
+	})
+	b.Run("pipe", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c, s := net.Pipe()
+			c.Close()
+			s.Close()
+		}
+	})
+}
+
+// dialOnce leases a new connection of h (which has none idle) and releases it
+// as not reusable.
+func dialOnce(b *testing.B, p *pool, h *RouteHandle) {
+	o := &op{}
+	o.ticket.ID = p.ids.Add(1)
+	o.req.Ticket = &o.ticket
+	p.sys.Root.Send(h.PID, &o.req)
+	l, err := result(b, &o.ticket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if l.Reused {
+		b.Fatal("leased a re-used connection; want a new one")
+	}
+	o.rel = Released{ConnID: l.ConnID}
+	p.sys.Root.Send(h.PID, &o.rel)
+}
