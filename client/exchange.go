@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/connactor/connactor/actors"
@@ -25,6 +26,11 @@ type exchange struct {
 	got   actors.Lease
 	early error // the response arrived before the body was sent in full (conn.ErrEarlyResponse)
 	gzip  bool  // send "Accept-Encoding: gzip" (transparent compression, gzip.go)
+
+	// ending decides, once, between the end of the exchange (done) and the
+	// caller giving up on the connection's answer because the route stopped
+	// (answer): whichever comes first releases what the request holds.
+	ending atomic.Int32
 
 	ticket   wait.Ticket[actors.Lease]
 	leaseReq actors.LeaseRequest
@@ -102,14 +108,7 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 		case <-x.exReply.Ready():
 		case <-x.route.Done:
 		}
-		// An answer given before the connection stopped is taken; after
-		// Cancel, the connection drops its answer and never calls Done.
-		if r, _, ok = x.exReply.Result(); !ok && x.exReply.Cancel() {
-			r, ok = x.exReply.Returned()
-		}
-		if !ok {
-			r.Err = &conn.ExchangeError{Op: "write", Reused: x.got.Reused, Err: actors.ErrRouteFailed}
-		}
+		r = x.answer()
 	}
 	if r.Err != nil {
 		x.release(false, errors.Is(r.Err, conn.ErrStaleConn), 0)
@@ -120,6 +119,36 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 	}
 	x.early = r.Early
 	return r.Resp, nil
+}
+
+// Values of exchange.ending.
+const (
+	exchanging int32 = iota
+	ended            // done ran: the exchange released what it held
+	abandoned        // the caller gave up on the answer: its error path releases
+)
+
+// answer returns the connection's answer once the wait for it is over: the
+// answer, or, when the route stopped first, an error. An answer given before
+// the connection stopped is taken; a response without a body may have ended
+// its exchange already (done), in which case its answer follows at once and
+// is taken too. Otherwise the caller gives up: the connection drops an answer
+// that comes later, and one that crossed the cancel is discarded here.
+func (x *exchange) answer() conn.ExchangeResponse {
+	if r, _, ok := x.exReply.Result(); ok {
+		return r
+	}
+	if !x.ending.CompareAndSwap(exchanging, abandoned) {
+		<-x.exReply.Ready() // done ran: the answer is on its way, without a wait
+		r, _, _ := x.exReply.Result()
+		return r
+	}
+	if x.exReply.Cancel() {
+		if r, ok := x.exReply.Returned(); ok && r.Resp != nil {
+			r.Resp.Body.Close() // its done finds the exchange given up
+		}
+	}
+	return conn.ExchangeResponse{Err: &conn.ExchangeError{Op: "write", Reused: x.got.Reused, Err: actors.ErrRouteFailed}}
 }
 
 // stream sends req on a stream of the leased HTTP/2 connection, on this
@@ -146,8 +175,12 @@ func (x *exchange) streamDone(error) { x.done(true, 0) }
 func (x *exchange) ExchangeEnded(reusable bool, idle time.Duration) { x.done(reusable, idle) }
 
 // done ends the exchange: the response body reached its end or was closed.
-// The connection goes back to its route and the request ends.
+// The connection goes back to its route and the request ends, unless the
+// caller gave up on the answer (see answer), whose error path ends the request.
 func (x *exchange) done(reusable bool, idle time.Duration) {
+	if !x.ending.CompareAndSwap(exchanging, ended) {
+		return
+	}
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}

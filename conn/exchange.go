@@ -22,19 +22,17 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 			m.Reply.Deliver(ExchangeResponse{Err: fmt.Errorf("conn: internal error: %v", r)}) // false if answered
 		}
 	}()
-	r, end := c.exchangeHead(m)
+	r := c.exchange(m)
 	if !m.Reply.Deliver(r) {
 		c.unanswered(r)
-		return
-	}
-	if end != nil {
-		end.finish(true) // a response without a body: the exchange is over
 	}
 }
 
 // unanswered drops an answer its holder gave up on (its route stopped, and
-// with it this connection): nobody will read the body or hear of its end, so
-// the connection is closed, and Done is not called.
+// with it this connection): nobody will read the body, so the connection is
+// closed, and Done is not called for a body (a response without one ended
+// its exchange before it was answered; the holder knows it, see
+// client/exchange.go).
 func (c *Actor) unanswered(r ExchangeResponse) {
 	if r.Resp == nil {
 		return
@@ -48,17 +46,7 @@ func (c *Actor) unanswered(r ExchangeResponse) {
 	}
 }
 
-// exchange is exchangeHead followed, for a response without a body, by the
-// end of the exchange (Done). Tests call it directly.
-func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
-	r, end := c.exchangeHead(m)
-	if end != nil {
-		end.finish(true)
-	}
-	return r
-}
-
-// exchangeHead writes the request and reads the response head with net/http's own
+// exchange writes the request and reads the response head with net/http's own
 // machinery (RFC 9112 framing, chunked bodies, trailers). A request without a
 // body is written on this goroutine before the head is read; one with a body is
 // written on a goroutine of its own while the head is read (see reqWriter). It
@@ -67,23 +55,23 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 // Request.Write), Wait100Continue, GotFirstResponseByte, Got100Continue and
 // Got1xxResponse.
 //
-// A response without a body (HEAD, 204, 304, Content-Length: 0) is returned
-// with its exchange still to end: the caller calls end.finish(true) once the
-// answer is delivered, so that Done is never called for an answer nobody took.
-func (c *Actor) exchangeHead(m *ExchangeRequest) (r ExchangeResponse, end *body) {
+// A response without a body (HEAD, 204, 304, Content-Length: 0) ends the
+// exchange before it is returned: the connection is back with its route (Done)
+// when the holder gets the answer.
+func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 	req := m.Req
 	if c.nc == nil || c.broken {
-		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}}, nil
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}}
 	}
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
-		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: err}}, nil
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: err}}
 	}
 	if err := c.stopWatch(); err != nil {
-		return c.stale(m, err), nil
+		return c.stale(m, err)
 	}
 	if err := c.checkIdle(); err != nil {
-		return c.stale(m, err), nil
+		return c.stale(m, err)
 	}
 	c.served++
 	c.wr.n.Store(0)
@@ -103,14 +91,14 @@ func (c *Actor) exchangeHead(m *ExchangeRequest) (r ExchangeResponse, end *body)
 		w = c.startWriter(req, m.AcceptGzip, trace, dl)
 	} else {
 		if err := c.writeRequest(req, m.AcceptGzip); err != nil {
-			return c.abort(m, dl, nil, "write", err), nil
+			return c.abort(m, dl, nil, "write", err)
 		}
 		dl.startHeaderTimeout(c.opt.ResponseHeaderTimeout)
 	}
 
 	resp, ambiguous, err := c.readHead(req, trace, w)
 	if err != nil {
-		return c.abort(m, dl, w, "read", err), nil
+		return c.abort(m, dl, w, "read", err)
 	}
 	dl.endHead()
 	reusable, idle := Reusable(req, resp)
@@ -124,25 +112,26 @@ func (c *Actor) exchangeHead(m *ExchangeRequest) (r ExchangeResponse, end *body)
 	if w != nil {
 		var bodyErr error
 		if early, bodyErr = w.atHead(resp, dl); bodyErr != nil {
-			return c.abort(m, dl, w, "write", bodyErr), nil
+			return c.abort(m, dl, w, "write", bodyErr)
 		}
 		if early != nil {
 			reusable, idle, c.broken = false, 0, true
 		}
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return ExchangeResponse{Resp: c.upgrade(resp, dl, w, m.Done)}, nil
+		return ExchangeResponse{Resp: c.upgrade(resp, dl, w, m.Done)}
 	}
 	b.rc, b.dl, b.w, b.done, b.reusable, b.idle = resp.Body, dl, w, m.Done, reusable, idle
 	b.remaining = resp.ContentLength
 	if resp.Body == http.NoBody || req.Method == http.MethodHead {
 		// No body (HEAD, 204, 304, Content-Length: 0): the exchange is over now.
 		resp.Body.Close()
+		b.finish(true)
 		resp.Body = http.NoBody
-		return ExchangeResponse{Resp: resp, Early: early}, b
+		return ExchangeResponse{Resp: resp, Early: early}
 	}
 	resp.Body = b
-	return ExchangeResponse{Resp: resp, Early: early}, nil
+	return ExchangeResponse{Resp: resp, Early: early}
 }
 
 // stale refuses a connection found unusable before anything was written.

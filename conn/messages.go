@@ -77,8 +77,10 @@ type WatchIdle struct{}
 // both). The connection actor has an inline-first mailbox, so the exchange runs
 // on the sender's goroutine and the answer is usually in Reply when Send
 // returns. A holder that gave up (its route stopped) cancels Reply; an answer
-// delivered to nobody is dropped (its response body is not read, and its Done
-// never called: the connection stops with its route).
+// delivered to nobody is dropped: a response body is not read and its Done
+// never called (the connection stops with its route), while a response
+// without a body has ended its exchange, Done included, before it is
+// answered.
 //
 // On success the response body streams from the socket; Done is called exactly
 // once when the exchange is over (body at EOF, closed, or failed while read),
