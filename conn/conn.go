@@ -66,6 +66,11 @@ type Options struct {
 	// waits for them on Close. It must not be nil.
 	Go     func(func())
 	Logger *slog.Logger
+
+	// dials keeps the goroutines that dial (see dialWorkers): the one part of
+	// Options that changes after the first connection, safely for concurrent
+	// use. Options must not be copied once used.
+	dials dialWorkers
 }
 
 // inlineBudget is how many messages a connection actor processes on a
@@ -99,11 +104,13 @@ type Actor struct {
 	self   *actor.PID
 	parent *actor.PID
 
-	nc net.Conn
-	rd *countingReader // under br: counts response bytes, bounds the header size
-	wr *countingWriter // under bw: counts request bytes written
-	br *bufio.Reader
-	bw *bufio.Writer
+	nc  net.Conn
+	rd  *countingReader // under br: counts response bytes, bounds the header size (&rdv)
+	wr  *countingWriter // under bw: counts request bytes written (&wrv)
+	rdv countingReader
+	wrv countingWriter
+	br  *bufio.Reader
+	bw  *bufio.Writer
 
 	head           headWriter // writes request heads (reqwrite.go); used by one request's writer at a time
 	proxyAuth      string     // Proxy-Authorization of an absolute-form route, once known
@@ -151,11 +158,11 @@ func (c *Actor) onStarted(ctx actor.Context) {
 	dctx, cancel := context.WithTimeout(c.life, c.opt.DialTimeout)
 	c.cancelDial = cancel
 	sys, self, k, opt := c.sys, c.self, c.key, c.opt
-	opt.Go(func() { // owned by the client's WaitGroup; bounded by DialTimeout and Close
+	opt.dials.run(opt, c.life, func() { // on a dial worker (owned by the client); bounded by DialTimeout and Close
 		defer cancel()
 		start := time.Now()
 		var times dialTimes
-		nc, err := dial(times.context(dctx), k, opt)
+		nc, err := dialTimed(dctx, k, opt, &times)
 		if err == nil {
 			c.dialed.Store(&nc)
 			if c.stopped.Load() {
@@ -183,8 +190,9 @@ func (c *Actor) onDialResult(m *dialResult) {
 		c.startH2(m)
 		return
 	}
-	c.rd = &countingReader{r: c.nc, limit: -1}
-	c.wr = &countingWriter{w: c.nc}
+	c.rdv = countingReader{r: c.nc, limit: -1}
+	c.wrv.w = c.nc
+	c.rd, c.wr = &c.rdv, &c.wrv
 	c.br = bufio.NewReaderSize(c.rd, 4096)
 	c.bw = bufio.NewWriterSize(c.wr, 4096)
 	c.probe = newIdleProbe(c.nc)

@@ -14,18 +14,24 @@ import (
 // proxy, see dialProxy), then TLS for https. It is bounded by ctx (DialTimeout
 // and the client's lifetime).
 func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
+	return dialTimed(ctx, k, opt, nil)
+}
+
+// dialTimed is dial, adding the time its TCP connects and TLS handshakes take
+// to times (when not nil).
+func dialTimed(ctx context.Context, k route.Key, opt *Options, times *dialTimes) (net.Conn, error) {
 	var nc net.Conn
 	var err error
 	if k.Proxy != "" {
-		nc, err = dialProxy(ctx, k, opt)
+		nc, err = dialProxy(ctx, k, opt, times)
 	} else {
-		nc, err = dialTCP(ctx, k.Addr(), opt)
+		nc, err = dialTCP(ctx, k.Addr(), opt, times)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if k.Scheme == "https" {
-		tc, err := handshake(ctx, nc, k.Host, opt, opt.alpn())
+		tc, err := handshake(ctx, nc, k.Host, opt, opt.alpn(), times)
 		if err != nil {
 			nc.Close()
 			return nil, err
@@ -62,15 +68,22 @@ func ALPNFor(http1, http2 bool) []string {
 	return alpnHTTP11
 }
 
-// dialTCP dials addr. The ConnectStart/ConnectDone (and DNS) hooks of a
+// dialTCP dials addr, adding the time it takes (name resolution included) to
+// times.connect. The ConnectStart/ConnectDone (and DNS) hooks of a
 // ClientTrace in ctx are fired by net.Dialer itself, per address tried, as in
 // net/http: httptrace.WithClientTrace installs them where the dialer looks.
-func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
+func dialTCP(ctx context.Context, addr string, opt *Options, times *dialTimes) (net.Conn, error) {
+	start := times.now()
+	var nc net.Conn
+	var err error
 	if opt.DialContext != nil {
-		return opt.DialContext(ctx, "tcp", addr)
+		nc, err = opt.DialContext(ctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", addr)
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	times.addConnect(start)
+	return nc, err
 }
 
 // handshake runs the TLS client handshake over nc for serverName, advertising
@@ -78,7 +91,7 @@ func dialTCP(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 // http/1.1 only for an https proxy, whatever the configuration lists. The
 // configuration is the client's (cloned, with ServerName set when empty); its
 // ClientSessionCache makes later connections resume.
-func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options, alpn []string) (*tls.Conn, error) {
+func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options, alpn []string, times *dialTimes) (*tls.Conn, error) {
 	cfg := opt.TLSConfig
 	if cfg == nil {
 		cfg = &tls.Config{}
@@ -100,7 +113,9 @@ func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options
 		trace.TLSHandshakeStart()
 	}
 	tc := tls.Client(nc, cfg)
+	start := times.now()
 	err := tc.HandshakeContext(ctx)
+	times.addTLS(start)
 	if trace != nil && trace.TLSHandshakeDone != nil {
 		trace.TLSHandshakeDone(tc.ConnectionState(), err)
 	}

@@ -1,33 +1,32 @@
 package conn
 
 import (
-	"context"
-	"crypto/tls"
-	"net/http/httptrace"
 	"time"
 )
 
-// dialTimes measures the parts of one dial through the httptrace hooks that
-// dial and handshake call (for telemetry: Dialed.Connect, Dialed.TLS). It is
-// used by the dial goroutine only.
+// dialTimes adds up the parts of one dial (for telemetry: Dialed.Connect,
+// Dialed.TLS): the TCP connects (to the target, or to the proxy; name
+// resolution included) and the TLS handshakes. It is used by the dial
+// goroutine only; its methods do nothing on a nil *dialTimes.
 type dialTimes struct {
-	connectStart, tlsStart time.Time
-	connect, tls           time.Duration
+	connect, tls time.Duration
 }
 
-func (d *dialTimes) context(ctx context.Context) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		ConnectStart: func(string, string) { d.connectStart = time.Now() },
-		ConnectDone: func(string, string, error) {
-			if !d.connectStart.IsZero() {
-				d.connect += time.Since(d.connectStart)
-			}
-		},
-		TLSHandshakeStart: func() { d.tlsStart = time.Now() },
-		TLSHandshakeDone: func(tls.ConnectionState, error) {
-			if !d.tlsStart.IsZero() {
-				d.tls += time.Since(d.tlsStart)
-			}
-		},
-	})
+func (d *dialTimes) now() time.Time {
+	if d == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (d *dialTimes) addConnect(start time.Time) {
+	if d != nil {
+		d.connect += time.Since(start)
+	}
+}
+
+func (d *dialTimes) addTLS(start time.Time) {
+	if d != nil {
+		d.tls += time.Since(start)
+	}
 }

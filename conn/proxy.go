@@ -39,21 +39,21 @@ var ErrProxyProtocol = errors.New("proxy protocol error")
 // targets); through a socks5:// proxy, a relayed connection to the target. TLS to
 // an HTTPS target is the caller's. Proxy credentials go to the proxy only: on
 // CONNECT, in the SOCKS5 handshake, or (absolute-form) with each request.
-func dialProxy(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
+func dialProxy(ctx context.Context, k route.Key, opt *Options, times *dialTimes) (net.Conn, error) {
 	user := opt.ProxyCredentials.Lookup(k)
 	switch k.ProxyScheme() {
 	case "socks5", "socks5h":
-		return dialSOCKS5(ctx, k, user, opt)
+		return dialSOCKS5(ctx, k, user, opt, times)
 	case "http", "https":
 	default:
 		return nil, fmt.Errorf("conn: %w %q", route.ErrUnsupportedProxy, k.ProxyScheme())
 	}
-	nc, err := dialTCP(ctx, k.ProxyAddr(), opt)
+	nc, err := dialTCP(ctx, k.ProxyAddr(), opt, times)
 	if err != nil {
 		return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
 	}
 	if k.ProxyScheme() == "https" {
-		tc, err := handshake(ctx, nc, k.ProxyHost(), opt, alpnHTTP11)
+		tc, err := handshake(ctx, nc, k.ProxyHost(), opt, alpnHTTP11, times)
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
@@ -118,13 +118,13 @@ func roundTripConnect(nc net.Conn, req *http.Request) (*http.Response, error) {
 // dialSOCKS5 connects to k's target through k's SOCKS5 proxy (RFC 1928), with
 // username/password authentication (RFC 1929) when the proxy URL has user info.
 // The target's host name is sent to the proxy, which resolves it.
-func dialSOCKS5(ctx context.Context, k route.Key, user *url.Userinfo, opt *Options) (net.Conn, error) {
+func dialSOCKS5(ctx context.Context, k route.Key, user *url.Userinfo, opt *Options, times *dialTimes) (net.Conn, error) {
 	var auth *proxy.Auth
 	if user != nil {
 		pw, _ := user.Password()
 		auth = &proxy.Auth{User: user.Username(), Password: pw}
 	}
-	d, err := proxy.SOCKS5("tcp", k.ProxyAddr(), auth, forwardDialer{opt})
+	d, err := proxy.SOCKS5("tcp", k.ProxyAddr(), auth, forwardDialer{opt, times})
 	if err != nil {
 		return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
 	}
@@ -136,14 +136,17 @@ func dialSOCKS5(ctx context.Context, k route.Key, user *url.Userinfo, opt *Optio
 }
 
 // forwardDialer dials the SOCKS5 proxy with the client's TCP dialer.
-type forwardDialer struct{ opt *Options }
+type forwardDialer struct {
+	opt   *Options
+	times *dialTimes
+}
 
 func (f forwardDialer) Dial(network, addr string) (net.Conn, error) {
 	return f.DialContext(context.Background(), network, addr)
 }
 
 func (f forwardDialer) DialContext(ctx context.Context, _, addr string) (net.Conn, error) {
-	return dialTCP(ctx, addr, f.opt)
+	return dialTCP(ctx, addr, f.opt, f.times)
 }
 
 // writeForm writes req on the connection's buffered writer: in origin-form,

@@ -160,20 +160,23 @@ func (m *inlineMailbox) run(limit int) (done bool) {
 	return !m.pending()
 }
 
-// msgRing is a growable FIFO of messages.
+// msgRing is a growable FIFO of messages. Its first two places are inline
+// (small), so that an actor whose queue stays short (a connection actor's,
+// most of the time a route's) allocates nothing for it.
 type msgRing struct {
 	buf        []any
 	head, size int
+	small      [2]any
 }
 
 func (r *msgRing) len() int { return r.size }
 
 func (r *msgRing) push(v any) {
+	if r.buf == nil {
+		r.buf = r.small[:]
+	}
 	if r.size == len(r.buf) {
 		n := 2 * len(r.buf)
-		if n == 0 {
-			n = 16
-		}
 		buf := make([]any, n)
 		for i := 0; i < r.size; i++ {
 			buf[i] = r.buf[(r.head+i)%len(r.buf)]
