@@ -43,6 +43,7 @@ type body struct {
 	idle      time.Duration
 	remaining int64 // Content-Length minus bytes read; -1 when unknown
 	finished  bool
+	lent      bool  // counted in c.lent (the body was handed out): uncounted at the end
 	err       error // returned by reads after the end
 
 	// io is where a Read stands, for a Close from another goroutine: ioIdle,
@@ -138,6 +139,16 @@ func (b *body) abandon() {
 	if b.w != nil {
 		b.w.stop(b.dl)
 	}
+	b.unlend()
+}
+
+// unlend gives the connection's buffers back to it, once the body no longer
+// touches them (see Actor.lent).
+func (b *body) unlend() {
+	if b.lent {
+		b.lent = false
+		b.c.lent.Add(-1)
+	}
 }
 
 // errBodyClosed is returned by reads after Close, as net/http's bodies do.
@@ -170,5 +181,6 @@ func (b *body) finish(ok bool) {
 	if b.w != nil {
 		b.w.stop(b.dl) // a write still running ends with the response (as net/http)
 	}
+	b.unlend()
 	b.done.ExchangeEnded(ok && b.reusable, b.idle)
 }

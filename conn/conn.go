@@ -109,8 +109,13 @@ type Actor struct {
 	wr  *countingWriter // under bw: counts request bytes written (&wrv)
 	rdv countingReader
 	wrv countingWriter
-	br  *bufio.Reader
+	br  *bufio.Reader // from bufPool; given back when the actor stops, unless lent
 	bw  *bufio.Writer
+	// lent counts the holders of br and bw outside Receive: a response body
+	// being read, a request writer on its own goroutine, an upgraded
+	// connection (for good). Incremented in Receive only; the buffers go back
+	// to their pools when the actor stops with none left.
+	lent atomic.Int32
 
 	head           headWriter // writes request heads (reqwrite.go); used by one request's writer at a time
 	proxyAuth      string     // Proxy-Authorization of an absolute-form route, once known
@@ -193,8 +198,7 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.rdv = countingReader{r: c.nc, limit: -1}
 	c.wrv.w = c.nc
 	c.rd, c.wr = &c.rdv, &c.wrv
-	c.br = bufio.NewReaderSize(c.rd, 4096)
-	c.bw = bufio.NewWriterSize(c.wr, 4096)
+	c.br, c.bw = newReader(c.rd), newWriter(c.wr)
 	c.probe = newIdleProbe(c.nc)
 	nc := c.nc
 	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect, TLS: m.tls,
@@ -313,6 +317,13 @@ func (c *Actor) onStopping() {
 			<-c.watchDone
 			c.watchState.Store(watchOff)
 		}
+	}
+	if c.br != nil && c.lent.Load() == 0 {
+		// Nobody outside Receive holds them (and nobody will: no exchange
+		// starts after Stopping): the next connection's.
+		putReader(c.br)
+		putWriter(c.bw)
+		c.br, c.bw = nil, nil
 	}
 }
 

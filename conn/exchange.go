@@ -131,6 +131,8 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 		return ExchangeResponse{Resp: resp, Early: early}
 	}
 	resp.Body = b
+	b.lent = true
+	c.lent.Add(1)
 	return ExchangeResponse{Resp: resp, Early: early}
 }
 

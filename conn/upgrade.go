@@ -39,7 +39,8 @@ type upgradedConn struct {
 // broken, so that no request is ever written to it again.
 func (c *Actor) upgrade(resp *http.Response, dl *exchangeDeadlines, w *reqWriter, done Ender) *http.Response {
 	c.broken = true
-	dl.release() // a context that ended just now left a past deadline: the body's I/O fails, as it should
+	c.lent.Add(1) // the upgraded connection may read br for good: never pooled
+	dl.release()  // a context that ended just now left a past deadline: the body's I/O fails, as it should
 	u := &upgradedConn{nc: c.nc, done: done}
 	if c.br.Buffered() > 0 {
 		u.br = c.br

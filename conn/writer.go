@@ -42,11 +42,12 @@ type reqWriter struct {
 	body io.Closer  // the caller's body: closing it ends a Read blocked on it
 
 	// Read-only for write.
-	c    *Actor
-	dl   *exchangeDeadlines
-	req  *http.Request // what Request.Write writes: the caller's, or a copy carrying rb
-	gzip bool          // with "Accept-Encoding: gzip" (ExchangeRequest.AcceptGzip)
-	rb   *reqBody      // nil for an in-memory body without Expect: 100-continue
+	c     *Actor
+	dl    *exchangeDeadlines
+	req   *http.Request // what Request.Write writes: the caller's, or a copy carrying rb
+	gzip  bool          // with "Accept-Encoding: gzip" (ExchangeRequest.AcceptGzip)
+	async bool          // runs on a goroutine of its own (counted in c.lent while it does)
+	rb    *reqBody      // nil for an in-memory body without Expect: 100-continue
 
 	gate    chan bool   // cap 1, nil without Expect: 100-continue: send the body or not
 	decided atomic.Bool // the gate's decision was made
@@ -103,6 +104,8 @@ func (c *Actor) startWriter(req *http.Request, gzip bool, trace *httptrace.Clien
 	if w.gate == nil && inMemory && req.ContentLength > 0 && req.ContentLength <= maxInlineBody {
 		w.write()
 	} else {
+		w.async = true
+		c.lent.Add(1)     // the writer touches bw until it reports
 		c.opt.Go(w.write) // owned by the client's WaitGroup; ends when the request is written or the socket fails
 	}
 	return w
@@ -134,6 +137,9 @@ func (w *reqWriter) write() {
 		interrupt = true
 	default:
 		failed = true
+	}
+	if w.async {
+		c.lent.Add(-1) // the connection's buffers are not touched beyond this point
 	}
 	w.done <- err
 	switch {
