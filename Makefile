@@ -38,16 +38,21 @@ fuzz:
 
 ## bench: Go micro-benchmarks (connactor vs net/http in the same run), then a
 ## short cmd/connbench run (1s a cell; go, fasthttp and nginx servers in their
-## own processes): about 4 minutes on 2 cores
+## own processes; the HTTP/2 cells on go and nginx), ending with a summary line
+## per cell (connactor's ratios and issue 12's targets met or not): about 6
+## minutes on 2 cores
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./...
 	cd $(CONNBENCH) && $(GO) run . -server all -duration 1s -warmup 250ms
 
 ## bench-full: the same at full length, each cell the median of 3 interleaved
-## rounds (BENCHMARKS.md adds -maxother 0.15 on a shared machine): about 20 minutes
+## rounds, plus the sweeps (CPU per request against routes and callers), drawn
+## into docs/bench/*.svg (BENCHMARKS.md adds -maxother 0.15 on a shared
+## machine): about 40 minutes
 bench-full:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-	cd $(CONNBENCH) && $(GO) run . -server all -duration 2s -warmup 300ms -count 3
+	cd $(CONNBENCH) && $(GO) run . -server all -groups main,h2 -duration 2s -warmup 300ms -count 3
+	cd $(CONNBENCH) && $(GO) run . -server fasthttp -groups sweep -duration 2s -warmup 300ms -count 3 -svg ../../docs/bench
 
 ## soak: the long soak (cmd/soak): 1,000,000 requests over 50 routes (20 through
 ## toxiproxy) with every scripted fault, random cancellations and early body

@@ -145,7 +145,7 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 		res.TotalLimit = sc.total()
 	}
 	var dials atomic.Int64
-	bc, err := newBenchClient(kind, clientSpec{sc: sc, targets: targets, dials: &dials})
+	bc, err := newBenchClient(kind, clientSpec{sc: sc, targets: targets, dials: &dials, tls: opt.tls})
 	if err != nil {
 		res.Errors, res.FirstError = 1, err.Error()
 		return res
@@ -153,6 +153,13 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 	callers := make([]*callerState, sc.Callers)
 	for i := range callers {
 		callers[i] = &callerState{w: bc.newWorker(), rng: rand.New(rand.NewPCG(uint64(i), 0x636f6e6e))}
+	}
+	if sc.Prime {
+		if err := prime(callers, sc.Routes); err != nil {
+			bc.close()
+			res.Errors, res.FirstError = 1, "priming: "+err.Error()
+			return res
+		}
 	}
 	runtime.GC() // start each cell with the previous one's garbage collected
 
@@ -220,6 +227,26 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 	return res
 }
 
+// prime sends one request to every route, the callers sharing the routes
+// among them, so that each route has a connection before the warm-up.
+func prime(callers []*callerState, routes int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(callers))
+	for i, cs := range callers {
+		wg.Go(func() {
+			for r := i; r < routes; r += len(callers) {
+				if err := cs.w.do(r); err != nil {
+					errs <- fmt.Errorf("route %d: %w", r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
 // startProfile starts a CPU profile of one cell in dir (none when dir is
 // empty) and returns what stops it. The profiler's own cost is then part of
 // the cell's CPU per request.
@@ -247,22 +274,46 @@ func startProfile(dir, srv, sc, kind string) (stop func()) {
 // that a change in the machine's load hits every client alike).
 func run(opt *options) (*report, error) {
 	rep := newReport(opt)
-	listeners := 1
+	listeners, withTLS := 1, false
 	for _, sc := range opt.scenarios {
-		listeners = max(listeners, sc.Routes)
+		if !sc.Hosts {
+			listeners = max(listeners, sc.Routes)
+		}
+		withTLS = withTLS || sc.TLS
+	}
+	var certs *benchCert
+	if withTLS {
+		var err error
+		if certs, err = newBenchCert(); err != nil {
+			return nil, fmt.Errorf("TLS certificate: %w", err)
+		}
+		defer certs.remove()
+		opt.tls = certs.clientConfig()
 	}
 	count := max(opt.count, 1)
-	p := &progress{w: opt.progress, live: opt.live, total: len(opt.servers) * len(opt.scenarios) * len(opt.clients) * count}
+	cells := 0
 	for _, kind := range opt.servers {
-		srv, err := startServer(kind, listeners, opt.nginx)
+		for _, sc := range opt.scenarios {
+			if runsOn(sc, kind) {
+				cells += len(sc.clients(opt)) * count
+			}
+		}
+	}
+	p := &progress{w: opt.progress, live: opt.live, total: cells}
+	for _, kind := range opt.servers {
+		srv, err := startServer(kind, listeners, opt.nginx, certs)
 		if err != nil {
 			return nil, fmt.Errorf("server %s: %w", kind, err)
 		}
 		for _, sc := range opt.scenarios {
-			targets := targetsFor(srv.addrs, sc)
+			if !runsOn(sc, kind) {
+				continue
+			}
+			targets := targetsFor(srv, sc)
 			runs := map[string][]Result{}
+			clients := sc.clients(opt)
 			for round := 0; round < count; round++ {
-				for _, c := range opt.clients {
+				for _, c := range clients {
 					var r Result
 					for attempt := 0; ; attempt++ {
 						p.start(kind, sc.Name, c, attempt)
@@ -279,7 +330,7 @@ func run(opt *options) (*report, error) {
 				}
 			}
 			first := len(rep.Results)
-			for _, c := range opt.clients {
+			for _, c := range clients {
 				rep.Results = append(rep.Results, median(runs[c]))
 			}
 			ratios(rep.Results[first:])
@@ -334,11 +385,18 @@ func median(runs []Result) Result {
 	return m
 }
 
-// ratios relates each result of one server and scenario to net/http's.
+// runsOn reports whether sc runs against server kind: the TLS cells need a
+// server that speaks HTTP/2 over TLS (Go's and nginx's, not fasthttp's).
+func runsOn(sc scenario, kind string) bool {
+	return !sc.TLS || kind != serverFasthttp
+}
+
+// ratios relates each result of one server and scenario to net/http's (its
+// HTTP/2 Transport in the HTTP/2 cells).
 func ratios(rs []Result) {
 	var base *Result
 	for i := range rs {
-		if rs[i].Client == kindNetHTTP && rs[i].Requests > 0 {
+		if (rs[i].Client == kindNetHTTP || rs[i].Client == kindNetHTTPH2) && rs[i].Requests > 0 {
 			base = &rs[i]
 		}
 	}

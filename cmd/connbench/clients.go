@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,17 +19,34 @@ import (
 	"github.com/connactor/connactor/client"
 )
 
-// target is one route of a scenario: a server address and the URL to GET there.
+// target is one route of a scenario: the URL to GET, its authority, and the
+// server address a connection to it is dialed to.
 type target struct {
-	addr string // 127.0.0.k:port
-	url  string // http://addr/13
+	addr string // where to dial: 127.0.0.k:port (the server's first address for named routes)
+	host string // the URL's authority: addr, or rK.connbench.test:port
+	url  string // http://host/13
 	path string
 }
 
-func targetsFor(addrs []string, sc scenario) []target {
+// hostSuffix names the sweeps' routes (rK.connbench.test): the clients dial
+// every such name to the server (see clientSpec.dialAddr), nothing resolves it.
+const hostSuffix = ".connbench.test"
+
+func targetsFor(srv *server, sc scenario) []target {
+	if sc.TLS {
+		return []target{{addr: srv.tlsAddr, host: srv.tlsAddr, url: "https://" + srv.tlsAddr + sc.Path, path: sc.Path}}
+	}
 	ts := make([]target, sc.Routes)
 	for i := range ts {
-		ts[i] = target{addr: addrs[i], url: "http://" + addrs[i] + sc.Path, path: sc.Path}
+		t := target{addr: srv.addrs[i%len(srv.addrs)], path: sc.Path}
+		t.host = t.addr
+		if sc.Hosts {
+			_, port, _ := net.SplitHostPort(srv.addrs[0])
+			t.addr = srv.addrs[0]
+			t.host = net.JoinHostPort(fmt.Sprintf("r%d%s", i+1, hostSuffix), port)
+		}
+		t.url = "http://" + t.host + sc.Path
+		ts[i] = t
 	}
 	return ts
 }
@@ -53,6 +72,16 @@ type clientSpec struct {
 	sc      scenario
 	targets []target
 	dials   *atomic.Int64 // counts new connections
+	tls     *tls.Config   // trusts the server's certificate (TLS cells)
+}
+
+// dialAddr is where a connection to addr goes: the server, for the sweeps'
+// named routes; addr itself otherwise.
+func (s clientSpec) dialAddr(addr string) string {
+	if s.sc.Hosts && strings.Contains(addr, hostSuffix+":") {
+		return s.targets[0].addr
+	}
+	return addr
 }
 
 func newBenchClient(kind string, s clientSpec) (benchClient, error) {
@@ -61,6 +90,10 @@ func newBenchClient(kind string, s clientSpec) (benchClient, error) {
 		return newNetHTTP(s), nil
 	case kindConnactor:
 		return newConnactor(s)
+	case kindNetHTTPH2:
+		return newNetHTTPH2(s), nil
+	case kindConnactorH2, kindConnactorH1TLS:
+		return newConnactorTLS(s, kind == kindConnactorH2)
 	case kindFasthttp:
 		return newFasthttp(s), nil
 	case kindStdPool:
@@ -71,11 +104,11 @@ func newBenchClient(kind string, s clientSpec) (benchClient, error) {
 	return nil, fmt.Errorf("unknown client %q", kind)
 }
 
-func countingDial(dials *atomic.Int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func countingDial(s clientSpec) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return d.DialContext(ctx, network, addr)
+		s.dials.Add(1)
+		return d.DialContext(ctx, network, s.dialAddr(addr))
 	}
 }
 
@@ -88,6 +121,7 @@ type stdClient struct {
 	rt      http.RoundTripper
 	s       clientSpec
 	closeFn func()
+	proto   int // the HTTP major version every response must have (0 = any)
 }
 
 // newNetHTTP: net/http's Transport with MaxConnsPerHost and MaxIdleConnsPerHost
@@ -100,7 +134,7 @@ func newNetHTTP(s clientSpec) *stdClient {
 		MaxConnsPerHost:     s.sc.Conns,
 		MaxIdleConnsPerHost: s.sc.Conns,
 		DisableCompression:  true,
-		DialContext:         countingDial(s.dials),
+		DialContext:         countingDial(s),
 	}
 	if s.sc.Routes > 1 {
 		tr.MaxIdleConns = s.sc.total()
@@ -116,7 +150,7 @@ func newConnactor(s clientSpec) (*stdClient, error) {
 		MaxConnsTotal:         s.sc.total(),
 		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
 		Logger:                slog.New(slog.DiscardHandler),
-		DialContext:           countingDial(s.dials),
+		DialContext:           countingDial(s),
 	})
 	if err != nil {
 		return nil, err
@@ -124,8 +158,47 @@ func newConnactor(s clientSpec) (*stdClient, error) {
 	return &stdClient{rt: c, s: s, closeFn: func() { c.Close() }}, nil
 }
 
+// newNetHTTPH2: net/http's Transport over TLS, speaking HTTP/2 (ALPN), with
+// MaxConnsPerHost at the cell's limit (it opens another connection only when
+// the server's stream limit is reached).
+func newNetHTTPH2(s clientSpec) *stdClient {
+	tr := &http.Transport{
+		MaxConnsPerHost:     s.sc.Conns,
+		MaxIdleConnsPerHost: s.sc.Conns,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   true,
+		TLSClientConfig:     s.tls.Clone(),
+		DialContext:         countingDial(s),
+	}
+	return &stdClient{rt: tr, s: s, closeFn: tr.CloseIdleConnections, proto: 2}
+}
+
+// newConnactorTLS: connactor over TLS, speaking HTTP/2 (h2: by ALPN, the
+// default protocols) or HTTP/1.1 only (MaxConnsPerRoute connections).
+func newConnactorTLS(s clientSpec, h2 bool) (*stdClient, error) {
+	cfg := client.Config{
+		MaxConnsPerRoute:      s.sc.Conns,
+		MaxConnsTotal:         s.sc.total(),
+		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
+		Logger:                slog.New(slog.DiscardHandler),
+		DialContext:           countingDial(s),
+		TLSConfig:             s.tls.Clone(),
+	}
+	proto := 2
+	if !h2 {
+		cfg.Protocols = new(http.Protocols)
+		cfg.Protocols.SetHTTP1(true)
+		proto = 1
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &stdClient{rt: c, s: s, closeFn: func() { c.Close() }, proto: proto}, nil
+}
+
 func (c *stdClient) newWorker() worker {
-	w := &stdWorker{rt: c.rt, want: c.s.sc.BodyLen, buf: make([]byte, 32<<10)}
+	w := &stdWorker{rt: c.rt, want: c.s.sc.BodyLen, proto: c.proto, buf: make([]byte, 32<<10)}
 	for _, t := range c.s.targets {
 		req, err := http.NewRequest(http.MethodGet, t.url, nil)
 		if err != nil {
@@ -139,10 +212,11 @@ func (c *stdClient) newWorker() worker {
 func (c *stdClient) close() { c.closeFn() }
 
 type stdWorker struct {
-	rt   http.RoundTripper
-	reqs []*http.Request
-	want int
-	buf  []byte
+	rt    http.RoundTripper
+	reqs  []*http.Request
+	want  int
+	proto int // the HTTP major version responses must have (0 = any)
+	buf   []byte
 }
 
 func (w *stdWorker) do(route int) error {
@@ -163,6 +237,9 @@ func (w *stdWorker) do(route int) error {
 		}
 	}
 	resp.Body.Close()
+	if w.proto != 0 && resp.ProtoMajor != w.proto {
+		return fmt.Errorf("HTTP/%d response, want HTTP/%d", resp.ProtoMajor, w.proto)
+	}
 	return checkResponse(resp.StatusCode, n, w.want)
 }
 
@@ -192,7 +269,7 @@ type fastClient struct {
 func newFasthttp(s clientSpec) *fastClient {
 	dial := func(addr string) (net.Conn, error) {
 		s.dials.Add(1)
-		return net.Dial("tcp", addr)
+		return net.Dial("tcp", s.dialAddr(addr))
 	}
 	if s.sc.Routes == 1 {
 		hc := &fasthttp.HostClient{Addr: s.targets[0].addr, MaxConns: s.sc.Conns,
@@ -262,7 +339,7 @@ func newRaw(s clientSpec) (*rawClient, error) {
 			pool <- rc
 		}
 		c.pools = append(c.pools, pool)
-		c.reqs = append(c.reqs, []byte("GET "+t.path+" HTTP/1.1\r\nHost: "+t.addr+"\r\nUser-Agent: connbench-raw\r\n\r\n"))
+		c.reqs = append(c.reqs, []byte("GET "+t.path+" HTTP/1.1\r\nHost: "+t.host+"\r\nUser-Agent: connbench-raw\r\n\r\n"))
 	}
 	return c, nil
 }

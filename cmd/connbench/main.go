@@ -25,6 +25,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -42,9 +43,24 @@ const (
 	kindFasthttp  = "fasthttp"
 	kindStdPool   = "stdpool"
 	kindRaw       = "raw"
+
+	// The HTTP/2 cells' clients, over TLS: net/http's Transport and connactor
+	// speaking h2 (ALPN), and connactor speaking HTTP/1.1 over TLS.
+	kindNetHTTPH2      = "nethttp-h2"
+	kindConnactorH2    = "connactor-h2"
+	kindConnactorH1TLS = "connactor-h1tls"
 )
 
 var allClients = []string{kindNetHTTP, kindConnactor, kindFasthttp, kindStdPool, kindRaw}
+
+// h2Clients are the clients of the HTTP/2 cells (net/http first: the ratios
+// are to it).
+var h2Clients = []string{kindNetHTTPH2, kindConnactorH2, kindConnactorH1TLS}
+
+// sweepClients are the clients of the sweeps (CPU per request against routes
+// and callers): net/http's curve beside connactor's, and pool+std's against
+// callers (it would hold 64 connections to each of 10,000 routes open).
+var sweepClients = []string{kindNetHTTP, kindConnactor, kindStdPool}
 
 // Server kinds.
 const (
@@ -58,24 +74,30 @@ type options struct {
 	duration, warmup time.Duration
 	count            int     // rounds per scenario; the median is reported
 	cpuprofile       string  // directory for one CPU profile per cell ("" = none)
+	svgDir           string  // directory for the sweeps' SVG charts ("" = none)
 	maxOther         float64 // re-run a cell when other processes used more CPU (cores); 0 = never
 	clients          []string
 	servers          []string
 	scenarios        []scenario
-	nginx            string    // nginx binary ("" = not installed)
-	progress         io.Writer // live progress (stderr); nil = none
-	live             bool      // progress is a terminal: one \r-updated line
+	nginx            string      // nginx binary ("" = not installed)
+	tls              *tls.Config // the HTTP/2 cells' client configuration (set by run)
+	progress         io.Writer   // live progress (stderr); nil = none
+	live             bool        // progress is a terminal: one \r-updated line
 }
 
 func main() {
 	fs := flag.NewFlagSet("connbench", flag.ExitOnError)
 	serve := fs.String("serve", "", "internal: run the benchmark server of this kind (go|fasthttp) and print its addresses")
 	listeners := fs.Int("listeners", 1, "internal: with -serve, how many listeners (127.0.0.k:port)")
+	tlsCert := fs.String("tlscert", "", "internal: with -serve go, also serve TLS (HTTP/2) with this certificate file")
+	tlsKey := fs.String("tlskey", "", "internal: with -tlscert, its key file")
 	duration := fs.Duration("duration", 3*time.Second, "measured time per cell (server x scenario x client)")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	count := fs.Int("count", 1, "rounds per scenario (clients interleaved); the run with the median req/s is reported")
-	clients := fs.String("clients", strings.Join(allClients, ","), "clients to run, comma-separated: "+strings.Join(allClients, ","))
-	scen := fs.String("scenarios", "", "regular expression selecting scenarios by name (empty = all); see -list")
+	clients := fs.String("clients", strings.Join(allClients, ","), "clients of the single-protocol cells, comma-separated: "+strings.Join(allClients, ",")+" (HTTP/2 cells: "+strings.Join(h2Clients, ",")+"; sweeps: "+strings.Join(sweepClients, ",")+", those of -clients)")
+	scen := fs.String("scenarios", "", "regular expression selecting scenarios by name (empty = all of -groups); see -list")
+	groups := fs.String("groups", "main,h2", "scenario groups to run: main (cN, routes200, churn, contended), h2 (HTTP/2 over TLS), sweep (CPU per request against routes and callers)")
+	svgDir := fs.String("svg", "", "write the sweeps' charts (SVG) into this directory")
 	server := fs.String("server", serverFasthttp, "server: go|fasthttp|nginx|all (all skips nginx when it is not installed)")
 	nginxBin := fs.String("nginx", "/usr/sbin/nginx", "nginx binary")
 	jsonOut := fs.Bool("json", false, "print JSON instead of the table")
@@ -86,24 +108,25 @@ func main() {
 	fs.Parse(os.Args[1:])
 
 	if *serve != "" {
-		if err := serveMain(*serve, *listeners, os.Stdin, os.Stdout); err != nil {
+		if err := serveMain(*serve, *listeners, *tlsCert, *tlsKey, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "connbench -serve:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if *list {
-		for _, sc := range defaultScenarios() {
-			fmt.Println(sc.describe())
+		for _, sc := range allScenarios() {
+			fmt.Printf("%-6s %s\n", sc.Group, sc.describe())
 		}
 		return
 	}
-	opt, err := buildOptions(*duration, *warmup, *count, *clients, *scen, *server, *nginxBin)
+	opt, err := buildOptions(*duration, *warmup, *count, *clients, *groups, *scen, *server, *nginxBin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connbench:", err)
 		os.Exit(2)
 	}
 	opt.cpuprofile = *cpuprofile
+	opt.svgDir = *svgDir
 	opt.maxOther = *maxOther
 	opt.progress = os.Stderr
 	opt.live = isTerminal(os.Stderr)
@@ -130,6 +153,9 @@ func main() {
 	} else {
 		err = rep.writeTable(os.Stdout)
 	}
+	if err == nil && opt.svgDir != "" {
+		err = rep.writeCharts(opt.svgDir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "connbench:", err)
 		os.Exit(1)
@@ -139,7 +165,7 @@ func main() {
 	}
 }
 
-func buildOptions(duration, warmup time.Duration, count int, clients, scen, server, nginxBin string) (*options, error) {
+func buildOptions(duration, warmup time.Duration, count int, clients, groups, scen, server, nginxBin string) (*options, error) {
 	opt := &options{duration: duration, warmup: warmup, count: count}
 	if duration <= 0 || warmup < 0 || count < 1 {
 		return nil, fmt.Errorf("-duration and -count must be positive and -warmup not negative")
@@ -165,13 +191,21 @@ func buildOptions(duration, warmup time.Duration, count int, clients, scen, serv
 	if err != nil {
 		return nil, fmt.Errorf("-scenarios: %w", err)
 	}
-	for _, sc := range defaultScenarios() {
-		if re.MatchString(sc.Name) {
+	want := map[string]bool{}
+	for _, g := range strings.Split(groups, ",") {
+		g = strings.TrimSpace(g)
+		if g != groupMain && g != groupH2 && g != groupSweep {
+			return nil, fmt.Errorf("unknown group %q (want main, h2, sweep)", g)
+		}
+		want[g] = true
+	}
+	for _, sc := range allScenarios() {
+		if want[sc.Group] && re.MatchString(sc.Name) {
 			opt.scenarios = append(opt.scenarios, sc)
 		}
 	}
 	if len(opt.scenarios) == 0 {
-		return nil, fmt.Errorf("-scenarios %q matches no scenario (see -list)", scen)
+		return nil, fmt.Errorf("-scenarios %q matches no scenario of -groups %s (see -list)", scen, groups)
 	}
 	if _, err := os.Stat(nginxBin); err == nil {
 		opt.nginx = nginxBin
@@ -197,28 +231,75 @@ func buildOptions(duration, warmup time.Duration, count int, clients, scen, serv
 	return opt, nil
 }
 
+// Scenario groups (-groups).
+const (
+	groupMain  = "main"
+	groupH2    = "h2"
+	groupSweep = "sweep"
+)
+
 // scenario is one load shape. Every client gets the same per-route connection
 // limit (Conns) and the same callers.
 type scenario struct {
 	Name    string
-	Callers int // goroutines issuing requests back to back
-	Conns   int // connections per route, for every client
+	Group   string // groupMain, groupH2 or groupSweep
+	Callers int    // goroutines issuing requests back to back
+	Conns   int    // connections per route, for every client
 	// Total is connactor's MaxConnsTotal and net/http's MaxIdleConns when the
 	// scenario has several routes (0 = Conns: one route).
 	Total   int
-	Routes  int    // distinct host:port targets; each request picks one at random
-	Path    string // "/13" or "/16k"
+	Routes  int    // distinct targets; each request picks one at random
+	Path    string // "/13", "/16k", or "/13c" (the server closes every 10th response's connection)
 	BodyLen int
+
+	// Hosts names the routes r1.connbench.test .. rN.connbench.test, all
+	// dialed to the server's first address (the sweeps: up to 10,000 routes
+	// without a listener each); otherwise route k is the address 127.0.0.k.
+	Hosts bool
+	// Prime sends one request to each route before the warm-up, so that
+	// every route has its connection when the measurement starts.
+	Prime bool
+	// TLS: the cell runs over TLS against the server's TLS listener (the
+	// HTTP/2 cells), with the clients h2Clients.
+	TLS bool
+	// Sweep and X place the cell on a sweep's chart ("routes", "callers").
+	Sweep string
+	X     int
 }
 
 func (sc scenario) total() int { return max(sc.Total, sc.Conns) }
+
+// clients returns the clients that run in sc: the HTTP/2 cells' own, the
+// sweeps' (those of -clients among sweepClients), or those of -clients.
+func (sc scenario) clients(opt *options) []string {
+	switch {
+	case sc.TLS:
+		return h2Clients
+	case sc.Sweep != "":
+		var out []string
+		for _, c := range opt.clients {
+			if contains(sweepClients, c) && (c != kindStdPool || sc.Sweep != "routes") {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	return opt.clients
+}
 
 func (sc scenario) describe() string {
 	s := fmt.Sprintf("%-18s %4d callers, %d conns", sc.Name, sc.Callers, sc.Conns)
 	if sc.Routes > 1 {
 		s += fmt.Sprintf(" per route, %d routes (uniformly random), total limit %d", sc.Routes, sc.total())
 	}
-	return s + fmt.Sprintf(", %d B body", sc.BodyLen)
+	s += fmt.Sprintf(", %d B body", sc.BodyLen)
+	if sc.Path == pathChurn {
+		s += ", the server closes every 10th response's connection"
+	}
+	if sc.TLS {
+		s += ", TLS (HTTP/2 and HTTP/1.1)"
+	}
+	return s
 }
 
 const (
@@ -226,11 +307,29 @@ const (
 	largeBody = 16 << 10
 )
 
-// defaultScenarios: concurrency 1, 16, 64, 256 x bodies 13 B and 16 KiB with
+// pathChurn is served like /13, but the server closes the connection after
+// every 10th response on it (Connection: close): the churn cell.
+const pathChurn = "/13c"
+
+// churnEvery is how many responses a connection carries in the churn cell.
+const churnEvery = 10
+
+// allScenarios lists every scenario, by group.
+//
+// main: concurrency 1, 16, 64, 256 x bodies 13 B and 16 KiB with
 // min(concurrency, 16) connections; 200 routes with a total limit far below
-// their sum (connactor evicts its least recently used idle connection); 1000
+// their sum (connactor evicts its least recently used idle connection); churn
+// (64 callers, 16 connections, a new connection every 10 requests); 1000
 // callers on 8 connections.
-func defaultScenarios() []scenario {
+//
+// h2: 1, 64 and 256 callers over TLS (HTTP/2 against HTTP/1.1; Go's and
+// nginx's servers).
+//
+// sweep: CPU per request against the number of routes (64 callers, each
+// request to a random route of 1 .. 10,000, a connection per caller allowed
+// on every route, so that no caller waits) and against the number of callers
+// (1 .. 1000 on one route, min(callers, 16) connections).
+func allScenarios() []scenario {
 	var out []scenario
 	for _, b := range []struct {
 		name string
@@ -238,16 +337,39 @@ func defaultScenarios() []scenario {
 		n    int
 	}{{"13B", "/13", smallBody}, {"16KiB", "/16k", largeBody}} {
 		for _, c := range []int{1, 16, 64, 256} {
-			out = append(out, scenario{Name: fmt.Sprintf("c%d/%s", c, b.name), Callers: c, Conns: min(c, 16),
-				Routes: 1, Path: b.path, BodyLen: b.n})
+			out = append(out, scenario{Name: fmt.Sprintf("c%d/%s", c, b.name), Group: groupMain, Callers: c,
+				Conns: min(c, 16), Routes: 1, Path: b.path, BodyLen: b.n})
 		}
 	}
 	out = append(out,
-		scenario{Name: "routes200/13B", Callers: 64, Conns: 4, Total: 64, Routes: 200, Path: "/13", BodyLen: smallBody},
-		scenario{Name: "contended1000/13B", Callers: 1000, Conns: 8, Routes: 1, Path: "/13", BodyLen: smallBody},
+		scenario{Name: "routes200/13B", Group: groupMain, Callers: 64, Conns: 4, Total: 64, Routes: 200, Path: "/13", BodyLen: smallBody},
+		scenario{Name: "churn/13B", Group: groupMain, Callers: 64, Conns: 16, Routes: 1, Path: pathChurn, BodyLen: smallBody},
+		scenario{Name: "contended1000/13B", Group: groupMain, Callers: 1000, Conns: 8, Routes: 1, Path: "/13", BodyLen: smallBody},
 	)
+	for _, c := range []int{1, 64, 256} {
+		out = append(out, scenario{Name: fmt.Sprintf("h2/c%d/13B", c), Group: groupH2, Callers: c, Conns: min(c, 16),
+			Routes: 1, Path: "/13", BodyLen: smallBody, TLS: true})
+	}
+	for _, r := range sweepRoutes {
+		out = append(out, scenario{Name: fmt.Sprintf("sweep/routes%d", r), Group: groupSweep, Callers: sweepCallers,
+			Conns: sweepCallers, Total: r * sweepCallers, Routes: r, Path: "/13", BodyLen: smallBody,
+			Hosts: true, Prime: true, Sweep: "routes", X: r})
+	}
+	for _, c := range sweepCallersN {
+		out = append(out, scenario{Name: fmt.Sprintf("sweep/callers%d", c), Group: groupSweep, Callers: c,
+			Conns: min(c, 16), Routes: 1, Path: "/13", BodyLen: smallBody, Sweep: "callers", X: c})
+	}
 	return out
 }
+
+// The sweeps' points.
+var (
+	sweepRoutes   = []int{1, 10, 100, 1000, 10_000}
+	sweepCallersN = []int{1, 4, 16, 64, 256, 1000}
+)
+
+// sweepCallers is how many callers the routes sweep runs.
+const sweepCallers = 64
 
 func contains(list []string, s string) bool {
 	for _, v := range list {

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -26,8 +28,10 @@ func TestMain(m *testing.M) {
 		fs := flag.NewFlagSet("serve", flag.ExitOnError)
 		kind := fs.String("serve", "", "")
 		n := fs.Int("listeners", 1, "")
+		cert := fs.String("tlscert", "", "")
+		key := fs.String("tlskey", "", "")
 		fs.Parse(os.Args[1:])
-		if err := serveMain(*kind, *n, os.Stdin, os.Stdout); err != nil {
+		if err := serveMain(*kind, *n, *cert, *key, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)
 			os.Exit(1)
 		}
@@ -156,7 +160,7 @@ func TestRawClientRedialsAfterTheServerSaysConnectionClose(t *testing.T) {
 	})
 	var dials atomic.Int64
 	sc := scenario{Callers: 1, Conns: 1, Routes: 1, Path: "/13", BodyLen: smallBody}
-	c, err := newRaw(clientSpec{sc: sc, targets: targetsFor([]string{ln.Addr().String()}, sc), dials: &dials})
+	c, err := newRaw(clientSpec{sc: sc, targets: targetsFor(&server{addrs: []string{ln.Addr().String()}}, sc), dials: &dials})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +174,77 @@ func TestRawClientRedialsAfterTheServerSaysConnectionClose(t *testing.T) {
 	if got := dials.Load(); got != 3 {
 		t.Errorf("%d dials for 3 requests on connections the server closes, want 3", got)
 	}
+}
+
+// TestChurnHTTP2AndSweepCellsRunAgainstTheGoServer runs tiny versions of the
+// churn cell (the server closes every 10th response's connection), the HTTP/2
+// cells (the h2 clients check every response's protocol), and both sweeps
+// (named routes dialed to one address, primed), and draws the charts.
+func TestChurnHTTP2AndSweepCellsRunAgainstTheGoServer(t *testing.T) {
+	var scs []scenario
+	for _, sc := range allScenarios() {
+		switch sc.Name {
+		case "churn/13B", "h2/c1/13B", "sweep/routes10", "sweep/routes100", "sweep/callers1", "sweep/callers4":
+			sc.Callers = min(sc.Callers, 8)
+			scs = append(scs, sc)
+		}
+	}
+	opt := &options{duration: 200 * time.Millisecond, warmup: 50 * time.Millisecond,
+		clients: allClients, servers: []string{serverGo}, scenarios: scs}
+	rep, err := run(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		name := r.Scenario + " " + r.Client
+		seen[name] = true
+		if r.Requests == 0 || r.Errors != 0 {
+			t.Errorf("%s: %d requests, %d errors (%s)", name, r.Requests, r.Errors, r.FirstError)
+		}
+		if r.Scenario == "churn/13B" && r.Requests > 100 && r.Dials < r.Requests/churnEvery/2 {
+			t.Errorf("%s: %d dials for %d requests: the server does not close connections", name, r.Dials, r.Requests)
+		}
+		if r.Scenario == "sweep/routes100" && r.Client == kindConnactor && r.Dials < 100 {
+			t.Errorf("%s: %d dials: the 100 routes were not primed", name, r.Dials)
+		}
+	}
+	for _, want := range []string{"h2/c1/13B net/http h2", "h2/c1/13B connactor h2", "h2/c1/13B connactor h1/TLS",
+		"sweep/routes10 connactor", "sweep/callers4 pool+std"} {
+		if !seen[clientKindName(want)] {
+			t.Errorf("no result for %s", want)
+		}
+	}
+	var table bytes.Buffer
+	if err := rep.writeTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Summary", "churn/13B", "targets: req/s>=1.0x", "sweep/routes", "connactor h2"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	dir := t.TempDir()
+	if err := rep.writeCharts(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"cpu-vs-routes-go.svg", "cpu-vs-callers-go.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := xml.Unmarshal(b, new(struct{})); err != nil || !bytes.Contains(b, []byte("<polyline")) {
+			t.Errorf("%s is not an SVG line chart (%v)", f, err)
+		}
+	}
+}
+
+// clientKindName turns "scenario client-name" into "scenario client-kind".
+func clientKindName(s string) string {
+	for kind, name := range clientNames {
+		if strings.HasSuffix(s, " "+name) {
+			return strings.TrimSuffix(s, name) + kind
+		}
+	}
+	return s
 }

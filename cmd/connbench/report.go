@@ -79,6 +79,7 @@ func (r *report) writeJSON(w io.Writer) error {
 
 var clientNames = map[string]string{
 	kindNetHTTP: "net/http", kindConnactor: "connactor", kindFasthttp: "fasthttp", kindStdPool: "pool+std", kindRaw: "raw",
+	kindNetHTTPH2: "net/http h2", kindConnactorH2: "connactor h2", kindConnactorH1TLS: "connactor h1/TLS",
 }
 
 // writeTable prints the results as an aligned table, a blank line between
@@ -124,6 +125,7 @@ func (r *report) writeTable(w io.Writer) error {
 				clientNames[res.Client], res.Errors, res.FirstError)
 		}
 	}
+	r.writeSummary(w)
 	_, err := io.WriteString(w, tableNotes)
 	return err
 }
@@ -149,6 +151,15 @@ const tableNotes = `Notes:
   the least recently used idle connection). net/http has none: MaxIdleConns 64 caps its idle connections
   (closing the least recently used) while up to 800 may be open; fasthttp, pool+std and raw have no
   total limit (pool+std and raw hold all 800 open).
+- churn: the server closes each connection after its 10th response (Connection: close; nginx:
+  keepalive_requests 10 on /13c): every client dials about one connection per 10 requests.
+- h2/cN: over TLS against the server's TLS listener (Go's http.Server, nginx's "listen ... ssl http2"):
+  net/http's Transport and connactor speaking HTTP/2 (one connection carries the streams), and connactor
+  speaking HTTP/1.1 over TLS (min(N, 16) connections); ratios are to net/http h2.
+- sweep/routesR: 64 callers, each request to a random route of R (named rK.connbench.test, all dialed to
+  the server's one address), up to 64 connections per route and no total limit that binds, one request
+  to every route before the warm-up: CPU per request against the number of routes. sweep/callersN: N
+  callers on one route with min(N, 16) connections. With -svg, each sweep is drawn as a chart.
 `
 
 func ratio(v *float64) string {

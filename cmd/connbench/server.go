@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -33,10 +34,11 @@ const serveEnv = "CONNBENCH_SERVE"
 const maxListeners = 250
 
 // serveMain is the server process: kind (go|fasthttp) listens on n addresses
-// 127.0.0.k:port (k = 1..n, one port: n distinct routes), prints
-// "LISTEN addr ..." on out, and serves until in reaches EOF (the parent closed
-// its end, or died).
-func serveMain(kind string, n int, in io.Reader, out io.Writer) error {
+// 127.0.0.k:port (k = 1..n, one port: n distinct routes), and, for go when
+// certFile is set, with TLS (HTTP/2 and HTTP/1.1) on 127.0.0.1; it prints
+// "LISTEN addr ... [TLS addr]" on out, and serves until in reaches EOF (the
+// parent closed its end, or died).
+func serveMain(kind string, n int, certFile, keyFile string, in io.Reader, out io.Writer) error {
 	if len(body13) != smallBody || len(body16k) != largeBody {
 		panic("connbench: internal error: body sizes")
 	}
@@ -44,6 +46,7 @@ func serveMain(kind string, n int, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tlsAddr := ""
 	switch kind {
 	case serverGo:
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,11 +58,29 @@ func serveMain(kind string, n int, in io.Reader, out io.Writer) error {
 			hd := w.Header()
 			hd["Content-Type"] = textPlain
 			hd["Content-Length"] = cl
+			if r.URL.Path == pathChurn && r.ProtoMajor == 1 {
+				n := r.Context().Value(servedKey{}).(*int)
+				if *n++; *n%churnEvery == 0 {
+					hd["Connection"] = connClose // the server closes after this response
+				}
+			}
 			w.Write(b)
 		})
-		srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}
+		srv := &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0),
+			// Responses served on the connection (HTTP/1.1: one at a time).
+			ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+				return context.WithValue(ctx, servedKey{}, new(int))
+			}}
 		for _, ln := range lns {
 			go srv.Serve(ln) // owned by this process: it exits when the parent closes stdin
+		}
+		if certFile != "" {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			tlsAddr = ln.Addr().String()
+			go srv.ServeTLS(ln, certFile, keyFile) // owned by this process, as above; HTTP/2 by ALPN
 		}
 	case serverFasthttp:
 		srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
@@ -70,6 +91,9 @@ func serveMain(kind string, n int, in io.Reader, out io.Writer) error {
 			}
 			ctx.SetContentType("text/plain; charset=utf-8")
 			ctx.Response.SetBodyRaw(b)
+			if string(ctx.Path()) == pathChurn && ctx.ConnRequestNum()%churnEvery == 0 {
+				ctx.SetConnectionClose()
+			}
 		}}
 		for _, ln := range lns {
 			go srv.Serve(ln) // owned by this process: it exits when the parent closes stdin
@@ -81,10 +105,20 @@ func serveMain(kind string, n int, in io.Reader, out io.Writer) error {
 	for i, ln := range lns {
 		addrs[i] = ln.Addr().String()
 	}
-	fmt.Fprintf(out, "LISTEN %s\n", strings.Join(addrs, " "))
+	line := "LISTEN " + strings.Join(addrs, " ")
+	if tlsAddr != "" {
+		line += " TLS " + tlsAddr
+	}
+	fmt.Fprintln(out, line)
 	io.Copy(io.Discard, in)
 	return nil
 }
+
+// servedKey keys the count of responses a connection of the Go server has
+// served (the churn cell's /13c closes every churnEvery-th).
+type servedKey struct{}
+
+var connClose = []string{"close"}
 
 var (
 	textPlain = []string{"text/plain; charset=utf-8"}
@@ -94,7 +128,7 @@ var (
 
 func bodyFor(path string) ([]byte, []string) {
 	switch path {
-	case "/13":
+	case "/13", pathChurn:
 		return body13, cl13
 	case "/16k":
 		return body16k, cl16k
@@ -136,24 +170,30 @@ func listenN(n int) ([]net.Listener, error) {
 
 // server is a running benchmark server process.
 type server struct {
-	kind   string
-	addrs  []string // 127.0.0.k:port, k = 1..n
-	cmd    *exec.Cmd
-	exited chan error // cmd.Wait's result
-	stdin  io.Closer  // the -serve child exits when it is closed
-	dir    string     // nginx's temp dir
+	kind    string
+	addrs   []string // 127.0.0.k:port, k = 1..n
+	tlsAddr string   // the TLS listener (HTTP/2 and HTTP/1.1), "" = none
+	cmd     *exec.Cmd
+	exited  chan error // cmd.Wait's result
+	stdin   io.Closer  // the -serve child exits when it is closed
+	dir     string     // nginx's temp dir
 }
 
-// startServer starts a server process of kind with n listeners.
-func startServer(kind string, n int, nginxBin string) (*server, error) {
+// startServer starts a server process of kind with n listeners, and a TLS
+// listener when certs is set and the kind speaks HTTP/2 (go, nginx).
+func startServer(kind string, n int, nginxBin string, certs *benchCert) (*server, error) {
 	if kind == serverNginx {
-		return startNginx(nginxBin, n)
+		return startNginx(nginxBin, n, certs)
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-serve", kind, "-listeners", strconv.Itoa(n))
+	args := []string{"-serve", kind, "-listeners", strconv.Itoa(n)}
+	if certs != nil && kind == serverGo {
+		args = append(args, "-tlscert", certs.certFile, "-tlskey", certs.keyFile)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = childAttr()
@@ -187,7 +227,8 @@ func startServer(kind string, n int, nginxBin string) (*server, error) {
 			s.stop()
 			return nil, fmt.Errorf("%s server did not start (said %q)", kind, l)
 		}
-		s.addrs = strings.Fields(strings.TrimPrefix(l, "LISTEN "))
+		fields, tlsAddr, _ := strings.Cut(strings.TrimPrefix(l, "LISTEN "), " TLS ")
+		s.addrs, s.tlsAddr = strings.Fields(fields), tlsAddr
 	case <-time.After(30 * time.Second):
 		s.stop()
 		return nil, fmt.Errorf("%s server did not start in 30s", kind)
@@ -200,9 +241,11 @@ func startServer(kind string, n int, nginxBin string) (*server, error) {
 }
 
 // startNginx writes a config serving /13 and /16k as static files on n
-// addresses 127.0.0.k:port (one worker, keepalive_requests 100000) and runs
-// nginx in the foreground as a child process.
-func startNginx(bin string, n int) (*server, error) {
+// addresses 127.0.0.k:port (one worker, keepalive_requests 100000; /13c with
+// keepalive_requests 10, the churn cell), and with TLS (listen ... ssl http2:
+// Debian's nginx 1.22 has no "http2 on;") on 127.0.0.1 when certs is set, and
+// runs nginx in the foreground as a child process.
+func startNginx(bin string, n int, certs *benchCert) (*server, error) {
 	if n < 1 || n > maxListeners {
 		return nil, fmt.Errorf("nginx: %d listeners: want 1..%d", n, maxListeners)
 	}
@@ -215,7 +258,7 @@ func startNginx(bin string, n int) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	for name, b := range map[string][]byte{"13": body13, "16k": body16k} {
+	for name, b := range map[string][]byte{"13": body13, "16k": body16k, "13c": body13} {
 		if err := os.WriteFile(filepath.Join(www, name), b, 0o644); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -223,7 +266,7 @@ func startNginx(bin string, n int) (*server, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		s, err := tryNginx(bin, dir, www, n)
+		s, err := tryNginx(bin, dir, www, n, certs)
 		if err == nil {
 			return s, nil
 		}
@@ -233,10 +276,26 @@ func startNginx(bin string, n int) (*server, error) {
 	return nil, lastErr
 }
 
-func tryNginx(bin, dir, www string, n int) (*server, error) {
+func tryNginx(bin, dir, www string, n int, certs *benchCert) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
+	}
+	tlsServer, tlsAddr := "", ""
+	if certs != nil {
+		tport, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		tlsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tport))
+		tlsServer = fmt.Sprintf(`  server {
+    listen %s ssl http2;
+    ssl_certificate %s;
+    ssl_certificate_key %s;
+    root %s;
+    location / { }
+  }
+`, tlsAddr, certs.certFile, certs.keyFile, www)
 	}
 	var listen strings.Builder
 	addrs := make([]string, n)
@@ -268,9 +327,10 @@ http {
   server {
 %[2]s    root %[3]s;
     location / { }
+    location = /13c { keepalive_requests %[4]d; }
   }
-}
-`, dir, listen.String(), www)
+%[5]s}
+`, dir, listen.String(), www, churnEvery, tlsServer)
 	confPath := filepath.Join(dir, "nginx.conf")
 	errLog := filepath.Join(dir, "error.log")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
@@ -284,9 +344,13 @@ http {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // owned by the nginx process: ends when it exits
-	s := &server{kind: serverNginx, addrs: addrs, cmd: cmd, exited: exited, dir: dir}
+	s := &server{kind: serverNginx, addrs: addrs, tlsAddr: tlsAddr, cmd: cmd, exited: exited, dir: dir}
 	deadline := time.Now().Add(10 * time.Second)
-	for _, a := range []string{addrs[0], addrs[n-1]} {
+	wait := []string{addrs[0], addrs[n-1]}
+	if tlsAddr != "" {
+		wait = append(wait, tlsAddr)
+	}
+	for _, a := range wait {
 		for {
 			c, err := net.DialTimeout("tcp", a, time.Second)
 			if err == nil {
