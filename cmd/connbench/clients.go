@@ -143,12 +143,14 @@ func newNetHTTP(s clientSpec) *stdClient {
 }
 
 // newConnactor: connactor with MaxConnsPerRoute at the scenario's per-route
-// limit and MaxConnsTotal at its total, called through RoundTrip.
+// limit and MaxConnsTotal at its total, called through RoundTrip; compression
+// off, as net/http's here (no Accept-Encoding: the same request bytes).
 func newConnactor(s clientSpec) (*stdClient, error) {
 	c, err := client.New(client.Config{
 		MaxConnsPerRoute:      s.sc.Conns,
 		MaxConnsTotal:         s.sc.total(),
 		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
+		DisableCompression:    true, // as net/http's here: every client sends the same request
 		Logger:                slog.New(slog.DiscardHandler),
 		DialContext:           countingDial(s),
 	})
@@ -180,6 +182,7 @@ func newConnactorTLS(s clientSpec, h2 bool) (*stdClient, error) {
 		MaxConnsPerRoute:      s.sc.Conns,
 		MaxConnsTotal:         s.sc.total(),
 		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
+		DisableCompression:    true,
 		Logger:                slog.New(slog.DiscardHandler),
 		DialContext:           countingDial(s),
 		TLSConfig:             s.tls.Clone(),
