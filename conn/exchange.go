@@ -21,12 +21,14 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 				c.nc.Close()
 			}
 			if !answered {
+				c.pending = nil
 				m.Reply <- ExchangeResponse{Err: fmt.Errorf("conn: internal error: %v", r)}
 			}
 		}
 	}()
 	r := c.exchange(m)
 	answered = true
+	c.pending = nil
 	m.Reply <- r
 }
 
