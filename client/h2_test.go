@@ -151,7 +151,9 @@ func TestAFourStreamServerGetsMoreConnectionsOrOneInStrictMode(t *testing.T) {
 			if strict {
 				want = 4 // one connection's 4 streams; 16 wait
 			}
-			waitUntil(t, "the streams the server allows", func() bool { return g.arrived.Load() == want })
+			waitUntil(t, "the streams the server allows, the others queued", func() bool {
+				return g.arrived.Load() == want && c.Stats().Pending == 20-int(want)
+			})
 			st := c.Stats()
 			if strict && (st.Open != 1 || st.Pending != 16) || !strict && (st.Open != 5) {
 				t.Fatalf("strict=%v: open %d pending %d streams %d", strict, st.Open, st.Pending, st.Streams)
