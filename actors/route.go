@@ -123,6 +123,7 @@ type Route struct {
 	shed                    bool // ... even when own waiters wait: above the fleet share
 	h2Possible              bool // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
 	proto                   proto
+	h2Limit                 int  // the stream limit the server last announced (SETTINGS); 0 = none yet
 	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
 	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
 	dialsFailing            bool // the last dial failed; logged once per change

@@ -63,7 +63,7 @@ func (r *Route) h2WithRoom(avoid uint64) *connState {
 		if cs.h2 == nil || cs.id == avoid || cs.phase == phaseDialing {
 			continue
 		}
-		refreshH2(cs)
+		r.refreshH2(cs)
 		if cs.draining || cs.streams >= cs.limit {
 			continue
 		}
@@ -78,9 +78,21 @@ func (r *Route) h2WithRoom(avoid uint64) *connState {
 // events that report them (StreamsChanged, DrainStarted) may still be on
 // their way, and a stream leased on a connection that has drained, or beyond
 // the peer's limit, would be refused. One lock of the connection's, no I/O.
-func refreshH2(cs *connState) {
+//
+// Until a new connection's SETTINGS arrive, its limit is the one the route's
+// server announced on an earlier connection, when there was one (the 100
+// assumed otherwise, golang/go#39389): a server that takes 4 streams is not
+// sent 100 on each new connection, to refuse 96 of them.
+func (r *Route) refreshH2(cs *connState) {
 	st := cs.h2.Streams()
-	cs.limit = st.Limit
+	switch {
+	case st.Settings:
+		cs.limit, r.h2Limit = st.Limit, st.Limit
+	case r.h2Limit > 0:
+		cs.limit = min(st.Limit, r.h2Limit)
+	default:
+		cs.limit = st.Limit
+	}
 	if st.Draining || st.Closed {
 		cs.draining = true
 	}
@@ -95,7 +107,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 	usable := 0
 	for _, cs := range r.conns {
 		if cs.h2 != nil {
-			refreshH2(cs)
+			r.refreshH2(cs)
 		}
 		if cs.h2 != nil && !cs.draining {
 			if cs.streams < cs.limit {
@@ -118,7 +130,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // connection left without streams becomes idle (or is closed for another
 // route's room).
 func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
-	refreshH2(cs)
+	r.refreshH2(cs)
 	for !cs.draining && cs.streams < cs.limit {
 		_, w, ok := r.waiters.Pop()
 		if !ok {
