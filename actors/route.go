@@ -382,15 +382,24 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 			return
 		}
 	}
-	if r.roomWanted {
+	if r.idleOrClose(ctx, cs, now, r.roomWanted) {
+		ctx.Send(cs.pid, wentIdle) // HTTP/1.1: watch the socket while idle
+	}
+}
+
+// idleOrClose puts a connection that nobody needs on the idle list (least
+// recently used first) and reports true, or closes it when closeIt (room is
+// wanted, it drains).
+func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
+	if closeIt {
 		r.closeConn(ctx, cs, ReasonEvicted)
-		return
+		return false
 	}
 	cs.phase = phaseIdle
 	cs.idleSince = now
 	cs.idleIdx = len(r.idle)
 	r.idle = append(r.idle, cs)
-	ctx.Send(cs.pid, wentIdle)
+	return true
 }
 
 // wentIdle is the one message, never changed, that tells a connection it is idle.

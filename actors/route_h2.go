@@ -138,17 +138,9 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 		}
 		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
 	}
-	if cs.streams > 0 || cs.idleIdx >= 0 {
-		return
+	if cs.streams == 0 && cs.idleIdx < 0 {
+		r.idleOrClose(ctx, cs, now, cs.draining || r.roomWanted)
 	}
-	if cs.draining || r.roomWanted {
-		r.closeConn(ctx, cs, ReasonEvicted)
-		return
-	}
-	cs.phase = phaseIdle
-	cs.idleSince = now
-	cs.idleIdx = len(r.idle)
-	r.idle = append(r.idle, cs)
 }
 
 // streamEnded releases one stream of cs. A connection past its lifetime or
