@@ -128,7 +128,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 
 // availableH2 hands the free streams of cs to waiters in arrival order; a
 // connection left without streams becomes idle (or is closed for another
-// route's room).
+// route's room, or because it drains).
 func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 	r.refreshH2(cs)
 	for !cs.draining && cs.streams < cs.limit {
@@ -138,9 +138,14 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 		}
 		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
 	}
-	if cs.streams == 0 && cs.idleIdx < 0 {
-		r.idleOrClose(ctx, cs, now, cs.draining || r.roomWanted)
+	if cs.streams > 0 || cs.idleIdx >= 0 {
+		return
 	}
+	if cs.draining {
+		r.closeDrained(ctx, cs, now)
+		return
+	}
+	r.idleOrClose(ctx, cs, now, r.roomWanted)
 }
 
 // streamEnded releases one stream of cs. A connection past its lifetime or
@@ -159,23 +164,24 @@ func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
 			cs.h2.Drain() // no new stream; DrainStarted follows
 		}
 	}
-	if cs.draining && cs.streams == 0 {
-		r.closeConn(ctx, cs, r.drainReason(cs, now))
-		return
-	}
 	r.availableH2(ctx, cs, now)
 }
 
-func (r *Route) drainReason(cs *connState, now time.Time) CloseReason {
+// closeDrained closes a draining connection whose last stream ended, when the
+// route retired it (the client closed, its lifetime, its request cap). A
+// connection that drains on its own account (a GOAWAY, refused streams, a
+// failed PING, a server close) closes itself once its last stream ended, and
+// its H2Closed, which follows, names the reason: a stream that failed with its
+// connection may be released before that news arrives.
+func (r *Route) closeDrained(ctx actor.Context, cs *connState, now time.Time) {
 	switch {
 	case r.closed:
-		return ReasonClientClosed
+		r.closeConn(ctx, cs, ReasonClientClosed)
 	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime
+		r.closeConn(ctx, cs, ReasonLifetime)
 	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-		return ReasonMaxRequests
+		r.closeConn(ctx, cs, ReasonMaxRequests)
 	}
-	return ReasonGoAway
 }
 
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
