@@ -242,7 +242,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	// who can take it queued earlier (fresh waiters cannot take a re-used
 	// connection).
 	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
-		if cs := r.h2WithRoom(m.Avoid); cs != nil {
+		if cs := r.h2WithRoom(ctx, m.Avoid); cs != nil {
 			if !r.grant(m, cs, queuedAt{}) {
 				r.available(ctx, cs, r.cfg.Now())
 			}

@@ -53,22 +53,28 @@ func (r *Route) dialsH2() bool {
 }
 
 // h2WithRoom returns the HTTP/2 connection with the most free streams, but
-// avoid; nil when none has room.
-func (r *Route) h2WithRoom(avoid uint64) *connState {
+// avoid; nil when none has room. Idle connections that expired (idle time,
+// lifetime) are closed as it meets them, as popIdle does.
+func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	if r.proto != protoH2 {
 		return nil
 	}
+	now := r.cfg.Now()
 	var best *connState
+	bestRoom := 0
 	for _, cs := range r.conns {
 		if cs.h2 == nil || cs.id == avoid || cs.phase == phaseDialing {
 			continue
 		}
-		r.refreshH2(cs)
-		if cs.draining || cs.streams >= cs.limit {
-			continue
+		if cs.idleIdx >= 0 {
+			if reason, dead := r.expired(cs, now); dead {
+				r.removeIdle(cs)
+				r.closeConn(ctx, cs, reason)
+				continue
+			}
 		}
-		if best == nil || cs.limit-cs.streams > best.limit-best.streams {
-			best = cs
+		if room := r.h2Room(cs, now); room > bestRoom {
+			best, bestRoom = cs, room
 		}
 	}
 	return best
@@ -98,21 +104,58 @@ func (r *Route) refreshH2(cs *connState) {
 	}
 }
 
+// h2Room is how many more streams cs may be leased: its limit less the
+// streams it carries, and no more than MaxRequestsPerConn allows (streams
+// leased count as served). A connection due for retirement (retireReason)
+// drains here, with streams in flight or not: the route leases it no new
+// stream and closes it after its last one (closeDrained). The connection
+// itself is not told: streams leased and not yet started must still start.
+func (r *Route) h2Room(cs *connState, now time.Time) int {
+	r.refreshH2(cs)
+	if !cs.draining && r.retireReason(cs, now) != "" {
+		cs.draining = true
+	}
+	if cs.draining {
+		return 0
+	}
+	room := cs.limit - cs.streams
+	if limit := r.cfg.MaxRequestsPerConn; limit > 0 {
+		room = min(room, limit-cs.served-cs.streams)
+	}
+	return room
+}
+
+// retireReason is why the route retires cs: the client closed, its lifetime
+// is over, or its streams served and in flight reached MaxRequestsPerConn;
+// "" when none holds.
+func (r *Route) retireReason(cs *connState, now time.Time) CloseReason {
+	switch {
+	case r.closed:
+		return ReasonClientClosed
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
+		return ReasonLifetime
+	case r.cfg.MaxRequestsPerConn > 0 && cs.served+cs.streams >= r.cfg.MaxRequestsPerConn:
+		return ReasonMaxRequests
+	}
+	return ""
+}
+
 // wantH2Conns asks for one permit when callers wait, every usable HTTP/2
 // connection is full (strict mode: none is usable), and no dial is under way.
 func (r *Route) wantH2Conns(ctx actor.Context) {
 	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 || r.breaker.maxDials(1) < 1 {
 		return
 	}
+	now := r.cfg.Now()
 	usable := 0
 	for _, cs := range r.conns {
-		if cs.h2 != nil {
-			r.refreshH2(cs)
+		if cs.h2 == nil {
+			continue
 		}
-		if cs.h2 != nil && !cs.draining {
-			if cs.streams < cs.limit {
-				return // it has room: the waiters are being served
-			}
+		if r.h2Room(cs, now) > 0 {
+			return // it has room: the waiters are being served
+		}
+		if !cs.draining {
 			usable++
 		}
 	}
@@ -130,8 +173,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // connection left without streams becomes idle (or is closed for another
 // route's room, or because it drains).
 func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
-	r.refreshH2(cs)
-	for !cs.draining && cs.streams < cs.limit {
+	for r.h2Room(cs, now) > 0 {
 		_, w, ok := r.waiters.Pop()
 		if !ok {
 			break
@@ -148,39 +190,23 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 	r.idleOrClose(ctx, cs, now, r.roomWanted)
 }
 
-// streamEnded releases one stream of cs. A connection past its lifetime or
-// its request cap drains: it takes no new stream and closes with its last.
+// streamEnded releases one stream of cs, which then serves the next waiter,
+// goes idle, or, draining, closes with its last stream.
 func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
 	cs.streams--
 	cs.served++
-	now := r.cfg.Now()
-	if !cs.draining {
-		switch {
-		case r.closed:
-			cs.draining = true
-		case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime,
-			r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-			cs.draining = true
-			cs.h2.Drain() // no new stream; DrainStarted follows
-		}
-	}
-	r.availableH2(ctx, cs, now)
+	r.availableH2(ctx, cs, r.cfg.Now())
 }
 
 // closeDrained closes a draining connection whose last stream ended, when the
-// route retired it (the client closed, its lifetime, its request cap). A
-// connection that drains on its own account (a GOAWAY, refused streams, a
-// failed PING, a server close) closes itself once its last stream ended, and
-// its H2Closed, which follows, names the reason: a stream that failed with its
-// connection may be released before that news arrives.
+// route retired it (retireReason). A connection that drains on its own
+// account (a GOAWAY, refused streams, a failed PING, a server close) closes
+// itself once its last stream ended, and its H2Closed, which follows, names
+// the reason: a stream that failed with its connection may be released
+// before that news arrives.
 func (r *Route) closeDrained(ctx actor.Context, cs *connState, now time.Time) {
-	switch {
-	case r.closed:
-		r.closeConn(ctx, cs, ReasonClientClosed)
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		r.closeConn(ctx, cs, ReasonLifetime)
-	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-		r.closeConn(ctx, cs, ReasonMaxRequests)
+	if reason := r.retireReason(cs, now); reason != "" {
+		r.closeConn(ctx, cs, reason)
 	}
 }
 
