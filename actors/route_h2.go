@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/route"
 )
 
@@ -88,8 +89,9 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 // Until a new connection's SETTINGS arrive, its limit is the one the route's
 // server announced on an earlier connection, when there was one (the 100
 // assumed otherwise, golang/go#39389): a server that takes 4 streams is not
-// sent 100 on each new connection, to refuse 96 of them.
-func (r *Route) refreshH2(cs *connState) {
+// sent 100 on each new connection, to refuse 96 of them. It returns the
+// snapshot it read.
+func (r *Route) refreshH2(cs *connState) h2.Streams {
 	st := cs.h2.Streams()
 	switch {
 	case st.Settings:
@@ -102,6 +104,19 @@ func (r *Route) refreshH2(cs *connState) {
 	if st.Draining || st.Closed {
 		cs.draining = true
 	}
+	return st
+}
+
+// awaitsSettings reports that cs is the route's first HTTP/2 connection and
+// its server's SETTINGS have not arrived: it carries one stream until they
+// do (StreamsChanged follows), and the route neither leases it more nor
+// dials for the callers who wait meanwhile. The engine waits for a free
+// stream slot rather than fail a stream (conn/h2, strict slots), so a stream
+// leased above a limit the server has announced and the connection has not
+// yet learned would wait on this connection for others to end, however
+// long they last, instead of being replayed on another one.
+func (r *Route) awaitsSettings(cs *connState, st h2.Streams) bool {
+	return r.h2Limit == 0 && !st.Settings && !cs.draining
 }
 
 // h2Room is how many more streams cs may be leased: its limit less the
@@ -111,7 +126,7 @@ func (r *Route) refreshH2(cs *connState) {
 // stream and closes it after its last one (closeDrained). The connection
 // itself is not told: streams leased and not yet started must still start.
 func (r *Route) h2Room(cs *connState, now time.Time) int {
-	r.refreshH2(cs)
+	st := r.refreshH2(cs)
 	if !cs.draining && r.retireReason(cs, now) != "" {
 		cs.draining = true
 	}
@@ -119,6 +134,9 @@ func (r *Route) h2Room(cs *connState, now time.Time) int {
 		return 0
 	}
 	room := cs.limit - cs.streams
+	if r.awaitsSettings(cs, st) {
+		room = min(room, 1-cs.streams)
+	}
 	if limit := r.cfg.MaxRequestsPerConn; limit > 0 {
 		room = min(room, limit-cs.served-cs.streams)
 	}
@@ -152,8 +170,8 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 		if cs.h2 == nil {
 			continue
 		}
-		if r.h2Room(cs, now) > 0 {
-			return // it has room: the waiters are being served
+		if r.h2Room(cs, now) > 0 || r.awaitsSettings(cs, cs.h2.Streams()) {
+			return // it has room, or will say how much: the waiters are being served
 		}
 		if !cs.draining {
 			usable++
