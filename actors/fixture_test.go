@@ -39,7 +39,6 @@ type pool struct {
 	wg     sync.WaitGroup // dials and idle watches of the connection actors
 	cancel context.CancelFunc
 	ids    atomic.Uint64 // ticket ids, unique per pool
-	now    atomic.Pointer[time.Time]
 
 	mu      sync.Mutex
 	peers   []net.Conn
@@ -62,7 +61,7 @@ func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
 			MaxConnsPerRoute: maxPerRoute, MaxIdleTime: time.Minute,
 			Conn: &conn.Options{DialTimeout: 10 * time.Second, MaxResponseHeaderBytes: 1 << 20,
 				DialContext: p.dial, Go: p.goOwned, Logger: quiet},
-			Life: life, Logger: quiet, Now: p.clock, Supervision: sv,
+			Life: life, Logger: quiet, Now: time.Now, Supervision: sv,
 		},
 		MaxConnsTotal: maxTotal,
 		Go:            p.goOwned,
@@ -84,14 +83,6 @@ func (p *pool) goOwned(f func()) {
 		defer p.wg.Done()
 		f()
 	}()
-}
-
-// clock is the routes' clock: real time, unless a test set it.
-func (p *pool) clock() time.Time {
-	if t := p.now.Load(); t != nil {
-		return *t
-	}
-	return time.Now()
 }
 
 func (p *pool) dial(ctx context.Context, _, addr string) (net.Conn, error) {

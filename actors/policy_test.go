@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/connactor/connactor/internal/wait"
@@ -98,43 +99,46 @@ func maxOf(a, b time.Duration) time.Duration {
 }
 
 // Connections opened together are retired over the last tenth of
-// MaxLifetime, not in one instant: 100 idle connections, the route's clock
-// moved through [89s, 101s].
+// MaxLifetime, not in one instant: 100 idle connections, watched second by
+// second from 89s to 101s of the bubble's fake clock (testing/synctest), with
+// the supervisor's own expiry ticks.
 func TestRouteRetiresConnectionsOpenedTogetherOverTheJitterWindow(t *testing.T) {
-	t0 := time.Now()
-	p := newPool(t, 100, 100, func(cfg *SupervisorConfig) {
-		cfg.Route.MaxLifetime = 100 * time.Second
-		cfg.Route.MaxIdleTime = time.Hour
-	})
-	p.now.Store(&t0)
-	h := p.idleRoute("a", 100)
-	var retiredAt []time.Duration
-	for s := 89; s <= 101; s++ {
-		now := t0.Add(time.Duration(s) * time.Second)
-		p.now.Store(&now)
-		before := p.stats(h).Open
-		p.sys.Root.Send(h.PID, &ExpiryTicked{Now: now})
-		after := p.stats(h).Open
-		for i := 0; i < before-after; i++ {
-			retiredAt = append(retiredAt, time.Duration(s)*time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		p := newPool(t, 100, 100, func(cfg *SupervisorConfig) {
+			cfg.Route.MaxLifetime = 100 * time.Second
+			cfg.Route.MaxIdleTime = time.Hour
+			cfg.ExpiryInterval = 250 * time.Millisecond
+		})
+		h := p.idleRoute("a", 100)
+		time.Sleep(89 * time.Second)
+		var retiredAt []time.Duration
+		open := p.stats(h).Open
+		for s := 89; s <= 101; s++ {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			now := p.stats(h).Open
+			for i := 0; i < open-now; i++ {
+				retiredAt = append(retiredAt, time.Duration(s+1)*time.Second)
+			}
+			open = now
 		}
-	}
-	if len(retiredAt) != 100 {
-		t.Fatalf("%d of 100 retired by 101s", len(retiredAt))
-	}
-	if retiredAt[0] < 90*time.Second || retiredAt[99] > 100*time.Second {
-		t.Fatalf("retired from %v to %v, want within [90s, 100s]", retiredAt[0], retiredAt[99])
-	}
-	seconds := map[time.Duration]int{}
-	for _, d := range retiredAt {
-		seconds[d]++
-	}
-	if len(seconds) < 8 {
-		t.Fatalf("retirements fell on %d distinct seconds (%v): not spread", len(seconds), seconds)
-	}
-	if st := p.stats(h); st.ClosedBy[string(ReasonLifetime)] != 100 {
-		t.Fatalf("closed by %v", st.ClosedBy)
-	}
+		if len(retiredAt) != 100 {
+			t.Fatalf("%d of 100 retired by 102s", len(retiredAt))
+		}
+		if retiredAt[0] < 90*time.Second || retiredAt[99] > 101*time.Second {
+			t.Fatalf("retired from %v to %v, want within [90s, 100s] (+ one tick)", retiredAt[0], retiredAt[99])
+		}
+		seconds := map[time.Duration]int{}
+		for _, d := range retiredAt {
+			seconds[d]++
+		}
+		if len(seconds) < 8 {
+			t.Fatalf("retirements fell on %d distinct seconds (%v): not spread", len(seconds), seconds)
+		}
+		if st := p.stats(h); st.ClosedBy[string(ReasonLifetime)] != 100 {
+			t.Fatalf("closed by %v", st.ClosedBy)
+		}
+	})
 }
 
 func TestRouteRefusesCallersBeyondMaxPending(t *testing.T) {
@@ -154,53 +158,53 @@ func TestRouteRefusesCallersBeyondMaxPending(t *testing.T) {
 }
 
 // A route whose dials keep failing refuses callers at once, lets one probe
-// out after its cool-down, and serves again once the probe succeeds.
+// out after its cool-down (the bubble's fake clock, testing/synctest), and
+// serves again once the probe succeeds.
 func TestRouteFailsFastThenProbesAndRecovers(t *testing.T) {
-	t0 := time.Now()
-	p := newPool(t, 4, 8, func(cfg *SupervisorConfig) {
-		cfg.Route.FailFast = FailFast{Threshold: 2, Cooldown: time.Second, MaxCooldown: time.Minute}
-		cfg.Route.Rand = func() float64 { return 0.5 }
+	synctest.Test(t, func(t *testing.T) {
+		p := newPool(t, 4, 8, func(cfg *SupervisorConfig) {
+			cfg.Route.FailFast = FailFast{Threshold: 2, Cooldown: time.Second, MaxCooldown: time.Minute}
+			cfg.Route.Rand = func() float64 { return 0.5 }
+		})
+		p.refuse["a"] = errRefused
+		h := p.route("a")
+		for i := 0; i < 2; i++ {
+			if _, err := result(t, p.ask(h)); !errors.Is(err, errRefused) && !errors.Is(err, ErrRouteUnavailable) {
+				t.Fatalf("dial %d: %v", i, err)
+			}
+		}
+		dials := p.dialCount()
+		for i := 0; i < 10; i++ {
+			if _, err := result(t, p.ask(h)); !errors.Is(err, ErrRouteUnavailable) {
+				t.Fatalf("while open: %v", err)
+			}
+		}
+		if st := p.stats(h); st.FailFast != "open" || st.FailedFast != 10 || p.dialCount() != dials {
+			t.Fatalf("while open: %+v, dials %d -> %d", st, dials, p.dialCount())
+		}
+		p.mu.Lock()
+		delete(p.refuse, "a")
+		gap := make(chan struct{})
+		p.dialGap = gap // holds the probe dial
+		p.mu.Unlock()
+		time.Sleep(1100 * time.Millisecond) // the cool-down passes
+		var ts []*wait.Ticket[Lease]
+		for i := 0; i < 3; i++ {
+			ts = append(ts, p.ask(h))
+		}
+		synctest.Wait()
+		if st := p.stats(h); st.FailFast != "half_open" || st.Pending != 3 || st.Dialing != 1 || p.dialCount()-dials != 1 {
+			t.Fatalf("half-open: %+v, %d dials: want one probe for three waiters", st, p.dialCount()-dials)
+		}
+		p.mu.Lock()
+		p.dialGap = nil
+		p.mu.Unlock()
+		close(gap)
+		for _, tk := range ts {
+			p.release(h, true, p.leased(tk))
+		}
+		if st := p.stats(h); st.FailFast != "closed" {
+			t.Fatalf("after the probe: %+v", st)
+		}
 	})
-	p.now.Store(&t0)
-	p.refuse["a"] = errRefused
-	h := p.route("a")
-	for i := 0; i < 2; i++ {
-		if _, err := result(t, p.ask(h)); !errors.Is(err, errRefused) && !errors.Is(err, ErrRouteUnavailable) {
-			t.Fatalf("dial %d: %v", i, err)
-		}
-	}
-	dials := p.dialCount()
-	for i := 0; i < 10; i++ {
-		if _, err := result(t, p.ask(h)); !errors.Is(err, ErrRouteUnavailable) {
-			t.Fatalf("while open: %v", err)
-		}
-	}
-	if st := p.stats(h); st.FailFast != "open" || st.FailedFast != 10 || p.dialCount() != dials {
-		t.Fatalf("while open: %+v, dials %d -> %d", st, dials, p.dialCount())
-	}
-	delete(p.refuse, "a")
-	gap := make(chan struct{})
-	p.mu.Lock()
-	p.dialGap = gap // holds the probe dial
-	p.mu.Unlock()
-	later := t0.Add(1100 * time.Millisecond)
-	p.now.Store(&later)
-	var ts []*wait.Ticket[Lease]
-	for i := 0; i < 3; i++ {
-		ts = append(ts, p.ask(h))
-	}
-	eventually(t, "the probe dial", func() bool { return p.dialCount()-dials == 1 })
-	if st := p.stats(h); st.FailFast != "half_open" || st.Pending != 3 || st.Dialing != 1 || p.dialCount()-dials != 1 {
-		t.Fatalf("half-open: %+v, %d dials: want one probe for three waiters", st, p.dialCount()-dials)
-	}
-	p.mu.Lock()
-	p.dialGap = nil
-	p.mu.Unlock()
-	close(gap)
-	for _, tk := range ts {
-		p.release(h, true, p.leased(tk))
-	}
-	if st := p.stats(h); st.FailFast != "closed" {
-		t.Fatalf("after the probe: %+v", st)
-	}
 }

@@ -123,6 +123,7 @@ type Route struct {
 	shed                    bool // ... even when own waiters wait: above the fleet share
 	h2Possible              bool // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
 	proto                   proto
+	h2Limit                 int  // the stream limit the server last announced (SETTINGS); 0 = none yet
 	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
 	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
 	dialsFailing            bool // the last dial failed; logged once per change
@@ -241,7 +242,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	// who can take it queued earlier (fresh waiters cannot take a re-used
 	// connection).
 	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
-		if cs := r.h2WithRoom(m.Avoid); cs != nil {
+		if cs := r.h2WithRoom(ctx, m.Avoid); cs != nil {
 			if !r.grant(m, cs, queuedAt{}) {
 				r.available(ctx, cs, r.cfg.Now())
 			}
@@ -381,15 +382,24 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 			return
 		}
 	}
-	if r.roomWanted {
+	if r.idleOrClose(ctx, cs, now, r.roomWanted) {
+		ctx.Send(cs.pid, wentIdle) // HTTP/1.1: watch the socket while idle
+	}
+}
+
+// idleOrClose puts a connection that nobody needs on the idle list (least
+// recently used first) and reports true, or closes it when closeIt (room is
+// wanted, it drains).
+func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
+	if closeIt {
 		r.closeConn(ctx, cs, ReasonEvicted)
-		return
+		return false
 	}
 	cs.phase = phaseIdle
 	cs.idleSince = now
 	cs.idleIdx = len(r.idle)
 	r.idle = append(r.idle, cs)
-	ctx.Send(cs.pid, wentIdle)
+	return true
 }
 
 // wentIdle is the one message, never changed, that tells a connection it is idle.

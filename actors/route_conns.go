@@ -86,7 +86,8 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
 	r.proto = protoH1
 	if m.H2 != nil {
-		cs.h2, cs.limit, r.proto = m.H2, m.Streams, protoH2
+		cs.h2, r.proto = m.H2, protoH2
+		r.refreshH2(cs)
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, m.Took)

@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/route"
 )
 
@@ -53,22 +54,28 @@ func (r *Route) dialsH2() bool {
 }
 
 // h2WithRoom returns the HTTP/2 connection with the most free streams, but
-// avoid; nil when none has room.
-func (r *Route) h2WithRoom(avoid uint64) *connState {
+// avoid; nil when none has room. Idle connections that expired (idle time,
+// lifetime) are closed as it meets them, as popIdle does.
+func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	if r.proto != protoH2 {
 		return nil
 	}
+	now := r.cfg.Now()
 	var best *connState
+	bestRoom := 0
 	for _, cs := range r.conns {
 		if cs.h2 == nil || cs.id == avoid || cs.phase == phaseDialing {
 			continue
 		}
-		refreshH2(cs)
-		if cs.draining || cs.streams >= cs.limit {
-			continue
+		if cs.idleIdx >= 0 {
+			if reason, dead := r.expired(cs, now); dead {
+				r.removeIdle(cs)
+				r.closeConn(ctx, cs, reason)
+				continue
+			}
 		}
-		if best == nil || cs.limit-cs.streams > best.limit-best.streams {
-			best = cs
+		if room := r.h2Room(cs, now); room > bestRoom {
+			best, bestRoom = cs, room
 		}
 	}
 	return best
@@ -78,12 +85,77 @@ func (r *Route) h2WithRoom(avoid uint64) *connState {
 // events that report them (StreamsChanged, DrainStarted) may still be on
 // their way, and a stream leased on a connection that has drained, or beyond
 // the peer's limit, would be refused. One lock of the connection's, no I/O.
-func refreshH2(cs *connState) {
+//
+// Until a new connection's SETTINGS arrive, its limit is the one the route's
+// server announced on an earlier connection, when there was one (the 100
+// assumed otherwise, golang/go#39389): a server that takes 4 streams is not
+// sent 100 on each new connection, to refuse 96 of them. It returns the
+// snapshot it read.
+func (r *Route) refreshH2(cs *connState) h2.Streams {
 	st := cs.h2.Streams()
-	cs.limit = st.Limit
+	switch {
+	case st.Settings:
+		cs.limit, r.h2Limit = st.Limit, st.Limit
+	case r.h2Limit > 0:
+		cs.limit = min(st.Limit, r.h2Limit)
+	default:
+		cs.limit = st.Limit
+	}
 	if st.Draining || st.Closed {
 		cs.draining = true
 	}
+	return st
+}
+
+// awaitsSettings reports that cs is the route's first HTTP/2 connection and
+// its server's SETTINGS have not arrived: it carries one stream until they
+// do (StreamsChanged follows), and the route neither leases it more nor
+// dials for the callers who wait meanwhile. The engine waits for a free
+// stream slot rather than fail a stream (conn/h2, strict slots), so a stream
+// leased above a limit the server has announced and the connection has not
+// yet learned would wait on this connection for others to end, however
+// long they last, instead of being replayed on another one.
+func (r *Route) awaitsSettings(cs *connState, st h2.Streams) bool {
+	return r.h2Limit == 0 && !st.Settings && !cs.draining
+}
+
+// h2Room is how many more streams cs may be leased: its limit less the
+// streams it carries, and no more than MaxRequestsPerConn allows (streams
+// leased count as served). A connection due for retirement (retireReason)
+// drains here, with streams in flight or not: the route leases it no new
+// stream and closes it after its last one (closeDrained). The connection
+// itself is not told: streams leased and not yet started must still start.
+func (r *Route) h2Room(cs *connState, now time.Time) int {
+	st := r.refreshH2(cs)
+	if !cs.draining && r.retireReason(cs, now) != "" {
+		cs.draining = true
+	}
+	if cs.draining {
+		return 0
+	}
+	room := cs.limit - cs.streams
+	if r.awaitsSettings(cs, st) {
+		room = min(room, 1-cs.streams)
+	}
+	if limit := r.cfg.MaxRequestsPerConn; limit > 0 {
+		room = min(room, limit-cs.served-cs.streams)
+	}
+	return room
+}
+
+// retireReason is why the route retires cs: the client closed, its lifetime
+// is over, or its streams served and in flight reached MaxRequestsPerConn;
+// "" when none holds.
+func (r *Route) retireReason(cs *connState, now time.Time) CloseReason {
+	switch {
+	case r.closed:
+		return ReasonClientClosed
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
+		return ReasonLifetime
+	case r.cfg.MaxRequestsPerConn > 0 && cs.served+cs.streams >= r.cfg.MaxRequestsPerConn:
+		return ReasonMaxRequests
+	}
+	return ""
 }
 
 // wantH2Conns asks for one permit when callers wait, every usable HTTP/2
@@ -92,15 +164,16 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 || r.breaker.maxDials(1) < 1 {
 		return
 	}
+	now := r.cfg.Now()
 	usable := 0
 	for _, cs := range r.conns {
-		if cs.h2 != nil {
-			refreshH2(cs)
+		if cs.h2 == nil {
+			continue
 		}
-		if cs.h2 != nil && !cs.draining {
-			if cs.streams < cs.limit {
-				return // it has room: the waiters are being served
-			}
+		if r.h2Room(cs, now) > 0 || r.awaitsSettings(cs, cs.h2.Streams()) {
+			return // it has room, or will say how much: the waiters are being served
+		}
+		if !cs.draining {
 			usable++
 		}
 	}
@@ -116,10 +189,9 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 
 // availableH2 hands the free streams of cs to waiters in arrival order; a
 // connection left without streams becomes idle (or is closed for another
-// route's room).
+// route's room, or because it drains).
 func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
-	refreshH2(cs)
-	for !cs.draining && cs.streams < cs.limit {
+	for r.h2Room(cs, now) > 0 {
 		_, w, ok := r.waiters.Pop()
 		if !ok {
 			break
@@ -129,49 +201,31 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 	if cs.streams > 0 || cs.idleIdx >= 0 {
 		return
 	}
-	if cs.draining || r.roomWanted {
-		r.closeConn(ctx, cs, ReasonEvicted)
+	if cs.draining {
+		r.closeDrained(ctx, cs, now)
 		return
 	}
-	cs.phase = phaseIdle
-	cs.idleSince = now
-	cs.idleIdx = len(r.idle)
-	r.idle = append(r.idle, cs)
+	r.idleOrClose(ctx, cs, now, r.roomWanted)
 }
 
-// streamEnded releases one stream of cs. A connection past its lifetime or
-// its request cap drains: it takes no new stream and closes with its last.
+// streamEnded releases one stream of cs, which then serves the next waiter,
+// goes idle, or, draining, closes with its last stream.
 func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
 	cs.streams--
 	cs.served++
-	now := r.cfg.Now()
-	if !cs.draining {
-		switch {
-		case r.closed:
-			cs.draining = true
-		case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime,
-			r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-			cs.draining = true
-			cs.h2.Drain() // no new stream; DrainStarted follows
-		}
-	}
-	if cs.draining && cs.streams == 0 {
-		r.closeConn(ctx, cs, r.drainReason(cs, now))
-		return
-	}
-	r.availableH2(ctx, cs, now)
+	r.availableH2(ctx, cs, r.cfg.Now())
 }
 
-func (r *Route) drainReason(cs *connState, now time.Time) CloseReason {
-	switch {
-	case r.closed:
-		return ReasonClientClosed
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime
-	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-		return ReasonMaxRequests
+// closeDrained closes a draining connection whose last stream ended, when the
+// route retired it (retireReason). A connection that drains on its own
+// account (a GOAWAY, refused streams, a failed PING, a server close) closes
+// itself once its last stream ended, and its H2Closed, which follows, names
+// the reason: a stream that failed with its connection may be released
+// before that news arrives.
+func (r *Route) closeDrained(ctx actor.Context, cs *connState, now time.Time) {
+	if reason := r.retireReason(cs, now); reason != "" {
+		r.closeConn(ctx, cs, reason)
 	}
-	return ReasonGoAway
 }
 
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -62,101 +63,110 @@ func (f *fleetHarness) expectUsage(name string, held, idle, waiting int) {
 
 func (f *fleetHarness) noUsage() {
 	f.t.Helper()
+	synctest.Wait()
 	select {
 	case got := <-f.usage:
 		f.t.Fatalf("unexpected usage report %+v", got)
-	case <-time.After(30 * time.Millisecond):
+	default:
 	}
 }
 
 func TestSupervisorGrantsARoutePermitsOnlyUpToItsFleetShare(t *testing.T) {
-	f := newFleetHarness(t, 8, time.Hour)
-	a := f.route("a")
-	f.sys.Root.Send(a, &askPermit{})
-	f.expectUsage("a", 0, 0, 1) // every route starts at share 0: it waits
-	f.sys.Root.Send(a, &askPermit{})
-	f.expectUsage("a", 0, 0, 2)
-	f.nothing()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetHarness(t, 8, time.Hour)
+		a := f.route("a")
+		f.sys.Root.Send(a, &askPermit{})
+		f.expectUsage("a", 0, 0, 1) // every route starts at share 0: it waits
+		f.sys.Root.Send(a, &askPermit{})
+		f.expectUsage("a", 0, 0, 2)
+		f.nothing()
 
-	f.share("a", 1)
-	f.expect("a granted")
-	f.expectUsage("a", 1, 0, 1)
-	f.nothing()
+		f.share("a", 1)
+		f.expect("a granted")
+		f.expectUsage("a", 1, 0, 1)
+		f.nothing()
 
-	f.share("a", 3)
-	f.expect("a granted")
-	f.expectUsage("a", 2, 0, 0)
-	f.sys.Root.Send(a, &closeOne{})
-	f.expectUsage("a", 1, 0, 0)
-	f.noUsage()
+		f.share("a", 3)
+		f.expect("a granted")
+		f.expectUsage("a", 2, 0, 0)
+		f.sys.Root.Send(a, &closeOne{})
+		f.expectUsage("a", 1, 0, 0)
+		f.noUsage()
+	})
 }
 
 // A route at its share lets the routes behind it pass, and no room is made
 // for it under MaxConnsTotal: it could not use the room.
 func TestSupervisorLetsOtherRoutesPassARouteAtItsShare(t *testing.T) {
-	f := newFleetHarness(t, 2, time.Hour)
-	f.share("b", 5) // before the route exists: it starts with it
-	a, b := f.route("a"), f.route("b")
-	f.share("a", 1)
-	f.sys.Root.Send(a, &askPermit{})
-	f.expect("a granted")
-	f.sys.Root.Send(a, &askPermit{}) // at its share
-	f.sys.Root.Send(b, &askPermit{})
-	f.expect("b granted")
-	f.nothing() // the total is reached, but only a, at its share, waits
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetHarness(t, 2, time.Hour)
+		f.share("b", 5) // before the route exists: it starts with it
+		a, b := f.route("a"), f.route("b")
+		f.share("a", 1)
+		f.sys.Root.Send(a, &askPermit{})
+		f.expect("a granted")
+		f.sys.Root.Send(a, &askPermit{}) // at its share
+		f.sys.Root.Send(b, &askPermit{})
+		f.expect("b granted")
+		f.nothing() // the total is reached, but only a, at its share, waits
 
-	f.sys.Root.Send(b, &askPermit{})
-	f.expectAll("a room-wanted=true", "b room-wanted=true")
-	f.sys.Root.Send(a, &closeOne{})
-	// a is under its share again and asked before b: first come, first
-	// served. b still waits, and room is still wanted.
-	f.expect("a granted")
-	f.nothing()
+		f.sys.Root.Send(b, &askPermit{})
+		f.expectAll("a room-wanted=true", "b room-wanted=true")
+		f.sys.Root.Send(a, &closeOne{})
+		// a is under its share again and asked before b: first come, first
+		// served. b still waits, and room is still wanted.
+		f.expect("a granted")
+		f.nothing()
+	})
 }
 
 func TestSupervisorShedsIdleConnectionsAboveAShrunkShare(t *testing.T) {
-	f := newFleetHarness(t, 8, time.Hour)
-	a := f.route("a")
-	f.share("a", 3)
-	for range 3 {
-		f.sys.Root.Send(a, &askPermit{})
-		f.expect("a granted")
-	}
-	f.idle(a, 100)
-	f.idle(a, 200) // two idle, one busy
-	f.share("a", 1)
-	// Idle connections go one at a time; the busy one is not cut, but the
-	// route is told to close it when its request frees it.
-	f.expect("a room-wanted=true")
-	f.expect("a evict-asked")
-	f.expect("a evict-asked")
-	f.expect("a room-wanted=false")
-	f.nothing()
-	f.sys.Root.Send(a, &askPermit{}) // at its share again
-	f.nothing()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetHarness(t, 8, time.Hour)
+		a := f.route("a")
+		f.share("a", 3)
+		for range 3 {
+			f.sys.Root.Send(a, &askPermit{})
+			f.expect("a granted")
+		}
+		f.idle(a, 100)
+		f.idle(a, 200) // two idle, one busy
+		f.share("a", 1)
+		// Idle connections go one at a time; the busy one is not cut, but the
+		// route is told to close it when its request frees it.
+		f.expect("a room-wanted=true")
+		f.expect("a evict-asked")
+		f.expect("a evict-asked")
+		f.expect("a room-wanted=false")
+		f.nothing()
+		f.sys.Root.Send(a, &askPermit{}) // at its share again
+		f.nothing()
+	})
 }
 
 // Idle and waiting counts that change without a message to the supervisor
 // (a route that serves from its idle list sends none) are reported from the
 // supervisor's fleet tick, once per change.
 func TestSupervisorReportsPublishedChangesOnItsFleetTick(t *testing.T) {
-	f := newFleetHarness(t, 8, 5*time.Millisecond)
-	a := f.route("a")
-	f.share("a", 2)
-	f.sys.Root.Send(a, &askPermit{})
-	f.expect("a granted")
-	for {
-		u := <-f.usage
-		if u.Held == 1 && u.Waiting == 0 {
-			break // the permit's report; an earlier tick may have seen it waiting
+	synctest.Test(t, func(t *testing.T) {
+		f := newFleetHarness(t, 8, 5*time.Millisecond)
+		a := f.route("a")
+		f.share("a", 2)
+		f.sys.Root.Send(a, &askPermit{})
+		f.expect("a granted")
+		for {
+			u := <-f.usage
+			if u.Held == 1 && u.Waiting == 0 {
+				break // the permit's report; an earlier tick may have seen it waiting
+			}
 		}
-	}
-	f.idle(a, 100)
-	f.expectUsage("a", 1, 1, 0)
-	f.noUsage() // ticks go on; nothing changed
+		f.idle(a, 100)
+		f.expectUsage("a", 1, 1, 0)
+		f.noUsage() // ticks go on; nothing changed
 
-	// A route that stops holds nothing: the keeper hears so.
-	f.sys.Root.Poison(a)
-	f.expectUsage("a", 0, 0, 0)
-	f.noUsage()
+		// A route that stops holds nothing: the keeper hears so.
+		f.sys.Root.Poison(a)
+		f.expectUsage("a", 0, 0, 0)
+		f.noUsage()
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -96,6 +97,10 @@ func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *Superv
 		cancel()
 		wg.Wait()
 		h.sys.Shutdown()
+		// The harness runs in a synctest bubble: protoactor's dead-letter
+		// throttle (a goroutine waiting for one tick of a second) must end
+		// inside it. The bubble's clock makes this sleep instant.
+		time.Sleep(2 * time.Second)
 	})
 	return h
 }
@@ -149,75 +154,86 @@ func (h *supHarness) expectAll(want ...string) {
 	}
 }
 
+// nothing checks that no event is pending once every actor of the bubble
+// (testing/synctest) is idle.
 func (h *supHarness) nothing() {
 	h.t.Helper()
+	synctest.Wait()
 	select {
 	case got := <-h.events:
 		h.t.Fatalf("unexpected event %q", got)
-	case <-time.After(30 * time.Millisecond):
+	default:
 	}
 }
 
 func TestSupervisorStartsOneRouteActorPerRoute(t *testing.T) {
-	h := newSupHarness(t, 4)
-	a1, a2, b := h.route("a"), h.route("a"), h.route("b")
-	if a1.Id != a2.Id || a1.Id == b.Id {
-		t.Fatalf("route actors: a=%s a=%s b=%s", a1.Id, a2.Id, b.Id)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newSupHarness(t, 4)
+		a1, a2, b := h.route("a"), h.route("a"), h.route("b")
+		if a1.Id != a2.Id || a1.Id == b.Id {
+			t.Fatalf("route actors: a=%s a=%s b=%s", a1.Id, a2.Id, b.Id)
+		}
+	})
 }
 
 func TestSupervisorGrantsPermitsUpToTheTotalThenInArrivalOrder(t *testing.T) {
-	h := newSupHarness(t, 2)
-	a, b, c, d := h.route("a"), h.route("b"), h.route("c"), h.route("d")
-	h.sys.Root.Send(a, &askPermit{})
-	h.expect("a granted")
-	h.sys.Root.Send(b, &askPermit{})
-	h.expect("b granted")
-	h.sys.Root.Send(c, &askPermit{})
-	// Total reached and nothing idle: c waits, and the routes holding
-	// connections are asked to give up the next one they free.
-	h.expectAll("a room-wanted=true", "b room-wanted=true")
-	h.nothing()
-	h.sys.Root.Send(d, &askPermit{})
-	h.nothing()
-	h.sys.Root.Send(b, &closeOne{})
-	// First come, first served: c; it now holds a connection it may free,
-	// and b holds none any more.
-	h.expectAll("c granted", "c room-wanted=true", "b room-wanted=false")
-	h.nothing()
-	h.sys.Root.Send(a, &closeOne{})
-	h.expectAll("d granted", "a room-wanted=false", "c room-wanted=false")
-	h.nothing()
+	synctest.Test(t, func(t *testing.T) {
+		h := newSupHarness(t, 2)
+		a, b, c, d := h.route("a"), h.route("b"), h.route("c"), h.route("d")
+		h.sys.Root.Send(a, &askPermit{})
+		h.expect("a granted")
+		h.sys.Root.Send(b, &askPermit{})
+		h.expect("b granted")
+		h.sys.Root.Send(c, &askPermit{})
+		// Total reached and nothing idle: c waits, and the routes holding
+		// connections are asked to give up the next one they free.
+		h.expectAll("a room-wanted=true", "b room-wanted=true")
+		h.nothing()
+		h.sys.Root.Send(d, &askPermit{})
+		h.nothing()
+		h.sys.Root.Send(b, &closeOne{})
+		// First come, first served: c; it now holds a connection it may free,
+		// and b holds none any more.
+		h.expectAll("c granted", "c room-wanted=true", "b room-wanted=false")
+		h.nothing()
+		h.sys.Root.Send(a, &closeOne{})
+		h.expectAll("d granted", "a room-wanted=false", "c room-wanted=false")
+		h.nothing()
+	})
 }
 
 func TestSupervisorEvictsTheLeastRecentlyUsedIdleConnectionOfAnyRoute(t *testing.T) {
-	h := newSupHarness(t, 2)
-	a, b, c := h.route("a"), h.route("b"), h.route("c")
-	h.sys.Root.Send(a, &askPermit{})
-	h.expect("a granted")
-	h.sys.Root.Send(b, &askPermit{})
-	h.expect("b granted")
-	h.idle(b, 100) // b's idle connection is older than a's
-	h.idle(a, 200)
-	h.sys.Root.Send(c, &askPermit{})
-	h.expect("b evict-asked")
-	h.expect("c granted")
-	h.nothing() // a keeps its connection
+	synctest.Test(t, func(t *testing.T) {
+		h := newSupHarness(t, 2)
+		a, b, c := h.route("a"), h.route("b"), h.route("c")
+		h.sys.Root.Send(a, &askPermit{})
+		h.expect("a granted")
+		h.sys.Root.Send(b, &askPermit{})
+		h.expect("b granted")
+		h.idle(b, 100) // b's idle connection is older than a's
+		h.idle(a, 200)
+		h.sys.Root.Send(c, &askPermit{})
+		h.expect("b evict-asked")
+		h.expect("c granted")
+		h.nothing() // a keeps its connection
+	})
 }
 
 // With the total reached and nothing idle anywhere, the routes holding
 // connections are told that room is wanted (once), and told again when the
 // waiting route has been served.
 func TestSupervisorAsksRoutesForRoomWhenNothingIsIdle(t *testing.T) {
-	h := newSupHarness(t, 1)
-	a, b := h.route("a"), h.route("b")
-	h.sys.Root.Send(a, &askPermit{})
-	h.expect("a granted")
-	h.sys.Root.Send(b, &askPermit{})
-	h.expect("a room-wanted=true")
-	h.nothing()
-	h.sys.Root.Send(a, &closeOne{})
-	h.expect("b granted")
-	h.expect("a room-wanted=false")
-	h.nothing()
+	synctest.Test(t, func(t *testing.T) {
+		h := newSupHarness(t, 1)
+		a, b := h.route("a"), h.route("b")
+		h.sys.Root.Send(a, &askPermit{})
+		h.expect("a granted")
+		h.sys.Root.Send(b, &askPermit{})
+		h.expect("a room-wanted=true")
+		h.nothing()
+		h.sys.Root.Send(a, &closeOne{})
+		h.expect("b granted")
+		h.expect("a room-wanted=false")
+		h.nothing()
+	})
 }

@@ -100,6 +100,7 @@ func New(cfg Config) (*Client, error) {
 		ProxyCredentials:       creds,
 		Go:                     c.wg.Go,
 		Logger:                 cfg.Logger,
+		Fault:                  cfg.fault,
 	}
 
 	if cfg.System != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/actors"
+	"github.com/connactor/connactor/conn"
 )
 
 // crashNow makes the actor of kind ("route", "supervisor") that receives it
@@ -150,4 +151,55 @@ func (c *Client) cachedRoute(t *testing.T) *actors.RouteHandle {
 		t.Fatal("no route cached")
 	}
 	return h
+}
+
+// A connection actor that panics while callers wait: the request it was
+// serving gets an error at once (nothing sent), the route closes the
+// connection and dials another, and every waiting caller is served, within
+// the limit.
+func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, fault: func(kind string, msg any) {
+		if m, ok := msg.(*conn.ExchangeRequest); ok && kind == "conn" && m.Req.URL.Path == "/crash" {
+			panic("injected connection failure")
+		}
+	}})
+	get(t, c, srv.URL) // a connection, idle
+	start := time.Now()
+	crashed := make(chan error, 1)
+	go func() {
+		_, err := c.RoundTrip(newGet(t, srv.URL+"/crash"))
+		crashed <- err
+	}()
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		go func() {
+			resp, err := c.RoundTrip(newGet(t, srv.URL))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	err := <-crashed
+	if !errors.Is(err, conn.ErrConnActorFailed) || !errors.Is(err, ErrNotSent) {
+		t.Fatalf("the crashed request: %v", err)
+	}
+	t.Logf("the crashed request failed %v after it was sent", time.Since(start))
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("the crashed request failed after %v, want within 100ms", d)
+	}
+	for i := 0; i < 20; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+	}
+	st := c.Stats()
+	if st.Routes[0].ClosedBy["error"] < 1 || st.Connections > 1 || st.Leased != 0 {
+		t.Fatalf("after the crash: %+v", st.Routes[0])
+	}
+	if open := srv.newConns.Load() - srv.closedConns.Load(); open > 1 {
+		t.Fatalf("server sees %d connections open, limit 1", open)
+	}
 }

@@ -13,12 +13,8 @@ func (c *Client) CloseIdleConnections() {
 	if c.isClosed() {
 		return
 	}
-	reply := make(chan actors.StatsResponse, 1)
-	c.sys.Root.Send(c.sup, &actors.StatsRequest{Reply: reply})
-	var sr actors.StatsResponse
-	select {
-	case sr = <-reply:
-	case <-c.closed:
+	sr, ok := c.supervisorStats()
+	if !ok {
 		return
 	}
 	replies := make([]chan int, len(sr.Routes))

@@ -3,79 +3,27 @@ package client
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/internal/realtest"
 )
-
-const nginxBin = "/usr/sbin/nginx"
-
-// startNginx runs nginx from nginxBin in the foreground with a config of its
-// own in a temp dir, listening on a free loopback port, and stops it at the end
-// of the test. Under CI=true a missing nginx fails the test; elsewhere it skips,
-// loudly.
-func startNginx(t *testing.T, httpBlock string) (url, dir string) {
-	t.Helper()
-	if _, err := os.Stat(nginxBin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("nginx is required under CI (.ci/run installs it): %v", err)
-		}
-		t.Skipf("SKIPPED: %s not found (apt-get install nginx-light, or run .ci/run); this test runs under CI", nginxBin)
-	}
-	dir = t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nginx binds it next; a loopback port is not reused that fast
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;" // workers need the root-owned temp dir
-	}
-	conf := fmt.Sprintf(`daemon off;
-master_process on;
-worker_processes 1;
-%s
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 1024; }
-http {
-	access_log %[2]s/access.log;
-	client_body_temp_path %[2]s/client_body;
-	proxy_temp_path %[2]s/proxy;
-	fastcgi_temp_path %[2]s/fastcgi;
-	uwsgi_temp_path %[2]s/uwsgi;
-	scgi_temp_path %[2]s/scgi;
-	%[3]s
-	server {
-		listen %[4]s;
-		location / { return 200 "ok $request_uri\n"; }
-	}
-}
-`, user, dir, httpBlock, addr)
-	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(nginxBin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
-	startDaemon(t, cmd, addr, filepath.Join(dir, "error.log"))
-	return "http://" + addr, dir
-}
 
 // Real nginx closes each connection after 3 requests ("Connection: close" on
 // the third answer) and idle ones after 1s: 500 sequential and 500 concurrent
 // requests all succeed, none needing a retry, each reaching nginx once.
 func TestRealNginxWithKeepAliveLimitsServesEveryRequest(t *testing.T) {
-	url, dir := startNginx(t, "keepalive_requests 3;\n\tkeepalive_timeout 1s;")
+	ng := realtest.StartNginx(t, realtest.NginxConfig{
+		HTTP:   "keepalive_requests 3; keepalive_timeout 1s;",
+		Server: `access_log access.log; location / { return 200 "ok $request_uri\n"; }`,
+	})
+	url := ng.URL
 	c, err := New(Config{MaxConnsPerRoute: 8, MaxConnsTotal: 8, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +102,7 @@ func TestRealNginxWithKeepAliveLimitsServesEveryRequest(t *testing.T) {
 	c.Close()
 	// Every request reached nginx exactly once: count its access log after a
 	// graceful stop has flushed it.
-	log, err := os.ReadFile(filepath.Join(dir, "access.log"))
+	log, err := os.ReadFile(ng.Path("access.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

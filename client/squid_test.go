@@ -16,121 +16,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/connactor/connactor/internal/realtest"
 )
-
-// findIntegrationTool returns the path of the first of names found on PATH or
-// as an absolute path. When none is, the test is skipped with a loud log, or,
-// under CI=true, fails: CI installs them (.ci/run).
-func findIntegrationTool(t *testing.T, what string, names ...string) string {
-	t.Helper()
-	for _, n := range names {
-		if filepath.IsAbs(n) {
-			if _, err := os.Stat(n); err == nil {
-				return n
-			}
-			continue
-		}
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is missing (looked for %v) but CI=true: .ci/run must install it", what, names)
-	}
-	t.Logf("!!! SKIPPING: %s is not installed (looked for %v); .ci/run installs it (apt-get install squid nginx)", what, names)
-	t.Skipf("%s not installed", what)
-	return ""
-}
-
-// integrationDir makes a temporary directory that a server dropping root
-// privileges (squid runs as "proxy") can write to; it is removed at the end.
-func integrationDir(t *testing.T, owner string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "connactor-"+owner+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() == 0 && owner != "" {
-		if u, err := user.Lookup(owner); err == nil {
-			uid, _ := strconv.Atoi(u.Uid)
-			gid, _ := strconv.Atoi(u.Gid)
-			if err := os.Chown(dir, uid, gid); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return dir
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startDaemon runs cmd (in the foreground mode of its server) until the test
-// ends, waits until addr accepts connections, and stops it with SIGTERM (then
-// SIGKILL) at cleanup. logs are shown when it fails to start.
-func startDaemon(t *testing.T, cmd *exec.Cmd, addr string, logs ...string) {
-	t.Helper()
-	out := &strings.Builder{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", cmd.Path, err)
-	}
-	exited := make(chan struct{})
-	go func() { // owned by the test: waits for the process, which cleanup stops
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-exited:
-		default:
-			if time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond) // polling a port a real server opens when it is ready
-				continue
-			}
-		}
-		var tail strings.Builder
-		for _, l := range logs {
-			b, _ := os.ReadFile(l)
-			fmt.Fprintf(&tail, "\n--- %s\n%s", l, b)
-		}
-		t.Fatalf("%s did not start listening on %s: %v\n--- output\n%s%s", cmd.Path, addr, err, out.String(), tail.String())
-	}
-}
 
 // apr1 is Apache's MD5 password hash ("$apr1$salt$hash"), which squid's
 // basic_ncsa_auth accepts in an htpasswd file.
@@ -211,9 +104,9 @@ type squid struct {
 // checked by basic_ncsa_auth against an htpasswd file written here.
 func startSquid(t *testing.T, user, password string) *squid {
 	t.Helper()
-	bin := findIntegrationTool(t, "squid", "squid", "/usr/sbin/squid")
-	auth := findIntegrationTool(t, "squid's basic_ncsa_auth", "/usr/lib/squid/basic_ncsa_auth", "/usr/lib64/squid/basic_ncsa_auth")
-	dir := integrationDir(t, "proxy")
+	bin := realtest.Tool(t, "squid", "squid", "/usr/sbin/squid")
+	auth := realtest.Tool(t, "squid's basic_ncsa_auth", "/usr/lib/squid/basic_ncsa_auth", "/usr/lib64/squid/basic_ncsa_auth")
+	dir := realtest.Dir(t, "proxy")
 	htpasswd := filepath.Join(dir, "htpasswd")
 	if err := os.WriteFile(htpasswd, []byte(user+":"+apr1(password, "cOnnAct0")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -224,8 +117,8 @@ func startSquid(t *testing.T, user, password string) *squid {
 	if out, err := check.Output(); err != nil || !strings.HasPrefix(string(out), "OK") {
 		t.Fatalf("basic_ncsa_auth refuses the generated htpasswd: %q, %v", out, err)
 	}
-	port := freeLoopbackPort(t)
-	conf := fmt.Sprintf(`http_port 127.0.0.1:%d
+	addr := realtest.LoopbackAddr(t)
+	conf := fmt.Sprintf(`http_port %s
 auth_param basic program %s %s
 auth_param basic realm connactor
 acl authed proxy_auth REQUIRED
@@ -240,7 +133,7 @@ coredump_dir %[4]s
 netdb_filename none
 pinger_enable off
 shutdown_lifetime 0 seconds
-`, port, auth, htpasswd, dir)
+`, addr, auth, htpasswd, dir)
 	if os.Geteuid() == 0 {
 		conf += "cache_effective_user proxy\n" // the Debian package's user; squid drops root to it
 	}
@@ -248,8 +141,7 @@ shutdown_lifetime 0 seconds
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	startDaemon(t, exec.Command(bin, "-f", confPath, "-N", "-d1"), addr, filepath.Join(dir, "cache.log"))
+	realtest.Start(t, exec.Command(bin, "-f", confPath, "-N", "-d1"), addr, filepath.Join(dir, "cache.log"))
 	return &squid{URL: &url.URL{Scheme: "http", Host: addr}}
 }
 

@@ -111,12 +111,8 @@ func (c *Client) Stats() Stats {
 	if c.isClosed() {
 		return Stats{}
 	}
-	reply := make(chan actors.StatsResponse, 1)
-	c.sys.Root.Send(c.sup, &actors.StatsRequest{Reply: reply})
-	var sr actors.StatsResponse
-	select {
-	case sr = <-reply:
-	case <-c.closed:
+	sr, ok := c.supervisorStats()
+	if !ok {
 		return Stats{}
 	}
 	inFlight, admitWaiting := c.admission.Held()
@@ -174,4 +170,17 @@ func routeStats(r actors.RouteStatsResponse, h *actors.RouteHandle) RouteStats {
 		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,
 		LearnedIdle: r.LearnedIdle, Streams: r.Streams,
 		RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits, OldestLease: r.OldestLease}
+}
+
+// supervisorStats asks the supervisor for its counts and its routes; false
+// when the client closed meanwhile.
+func (c *Client) supervisorStats() (actors.StatsResponse, bool) {
+	reply := make(chan actors.StatsResponse, 1)
+	c.sys.Root.Send(c.sup, &actors.StatsRequest{Reply: reply})
+	select {
+	case sr := <-reply:
+		return sr, true
+	case <-c.closed:
+		return actors.StatsResponse{}, false
+	}
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// ProxyCredentials holds the credentials of proxied routes (route keys keep
 	// only their hash); nil sends none.
 	ProxyCredentials *route.Credentials
+	// Fault is the fault-injection hook of tests (nil in production): called
+	// with "conn" and each message at the start of Receive; tests panic in it
+	// to fail the actor as a bug would.
+	Fault func(kind string, msg any)
 	// Go starts a goroutine owned by the client (dials and idle watchers), which
 	// waits for them on Close. It must not be nil.
 	Go     func(func())
@@ -125,6 +129,11 @@ type Actor struct {
 	probe  *idleProbe // nil when the socket cannot be reached
 	h2     *h2.Conn   // set when the connection speaks HTTP/2 (h2conn.go): streams go to it directly
 
+	// pending is the ExchangeRequest being handled, until it is answered: a
+	// connection actor that fails (a panic escalated to its route, which
+	// stops it) answers it when it stops, so its caller never waits forever.
+	pending *ExchangeRequest
+
 	cancelDial context.CancelFunc
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
 	stopped    atomic.Bool
@@ -141,7 +150,14 @@ type Actor struct {
 
 // Receive handles the connection actor's messages.
 func (c *Actor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	if m, ok := msg.(*ExchangeRequest); ok {
+		c.pending = m // answered by onExchange, or by onStopping if the actor fails first
+	}
+	if c.opt.Fault != nil {
+		c.opt.Fault("conn", msg)
+	}
+	switch m := msg.(type) {
 	case *actor.Started:
 		c.onStarted(ctx)
 	case *dialResult:
@@ -300,6 +316,11 @@ func (c *Actor) stopWatch() error {
 
 func (c *Actor) onStopping() {
 	c.stopped.Store(true)
+	if m := c.pending; m != nil {
+		c.pending = nil
+		m.Reply.Deliver(ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Written: c.wr != nil && c.wr.n.Load() > 0,
+			Err: ErrConnActorFailed}})
+	}
 	if c.cancelDial != nil {
 		c.cancelDial()
 	}

@@ -128,3 +128,7 @@ func (e *RequestBodyError) Unwrap() []error {
 	}
 	return []error{e.Err, ErrNotSent}
 }
+
+// ErrConnActorFailed is the cause of an exchange whose connection actor failed
+// (panicked and was stopped) before answering it. The connection is closed.
+var ErrConnActorFailed = errors.New("connection actor failed")

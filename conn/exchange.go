@@ -19,10 +19,12 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 			if c.nc != nil {
 				c.nc.Close()
 			}
+			c.pending = nil
 			m.Reply.Deliver(ExchangeResponse{Err: fmt.Errorf("conn: internal error: %v", r)}) // false if answered
 		}
 	}()
 	r := c.exchange(m)
+	c.pending = nil
 	if !m.Reply.Deliver(r) {
 		c.unanswered(r)
 	}

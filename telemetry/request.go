@@ -213,9 +213,9 @@ func (r *Request) Responded(resp *http.Response) {
 	if r == nil {
 		return
 	}
-	code := resp.StatusCode
+	code, proto := resp.StatusCode, protocolVersion(resp)
 	if r.recording {
-		r.span.SetAttributes(semconv.HTTPResponseStatusCode(code), semconv.NetworkProtocolVersion(protocolVersion(resp)))
+		r.span.SetAttributes(semconv.HTTPResponseStatusCode(code), semconv.NetworkProtocolVersion(proto))
 		if code >= 400 {
 			// Client spans: 4xx and 5xx are errors (semantic conventions, HTTP spans).
 			r.span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(code)))
@@ -223,7 +223,7 @@ func (r *Request) Responded(resp *http.Response) {
 		}
 	}
 	if r.durations {
-		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, code, ""))
+		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, proto, code, ""))
 	}
 	r.done()
 }
@@ -259,7 +259,7 @@ func (r *Request) Failed(err error) {
 		r.span.SetStatus(codes.Error, err.Error())
 	}
 	if r.durations {
-		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, 0, et))
+		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, "1.1", 0, et))
 	}
 	if r.t.log.Enabled(r.ctx, slog.LevelDebug) {
 		r.t.log.LogAttrs(r.ctx, slog.LevelDebug, "connactor: request failed",
@@ -281,22 +281,23 @@ func (r *Request) end() {
 
 type durationKey struct {
 	method  string
+	proto   string
 	code    int
 	errType string
 }
 
 // durationOpt returns the attributes of http.client.request.duration for a
-// response with status code (errType "") or a failure of type errType (code 0),
-// built once per combination: a request then costs a map lookup, not a sorted
-// attribute set.
-func (r *Route) durationOpt(method string, code int, errType string) metric.MeasurementOption {
-	k := durationKey{method, code, errType}
+// response with status code over protocol version proto (errType "") or a
+// failure of type errType (code 0), built once per combination: a request then
+// costs a map lookup, not a sorted attribute set.
+func (r *Route) durationOpt(method, proto string, code int, errType string) metric.MeasurementOption {
+	k := durationKey{method, proto, code, errType}
 	if v, ok := r.durations.Load(k); ok {
 		return v.(metric.MeasurementOption)
 	}
 	a := make([]attribute.KeyValue, 0, len(r.kv)+4)
 	a = append(a, r.kv...)
-	a = append(a, semconv.HTTPRequestMethodKey.String(method), semconv.NetworkProtocolVersion("1.1"))
+	a = append(a, semconv.HTTPRequestMethodKey.String(method), semconv.NetworkProtocolVersion(proto))
 	if code > 0 {
 		a = append(a, semconv.HTTPResponseStatusCode(code))
 		if code >= 400 {

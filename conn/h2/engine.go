@@ -51,6 +51,12 @@ func (c *Conn) newEngine(nc net.Conn) (*http2.ClientConn, error) {
 	}
 	t2.ConnPool = pool{c}
 	t2.CountError = c.countError // the legacy engine reads only this field for its client
+	// The owner never starts more streams than the peer allows (Conn's own
+	// accounting, and the route's above it); but a stream's end reaches the
+	// owner (its body's Done) a moment before the engine forgets the stream.
+	// Strict, the engine waits that moment for the slot instead of calling
+	// the connection not usable, which would refuse a stream it has room for.
+	t2.StrictMaxConcurrentStreams = true
 	return t2.NewClientConn(nc)
 }
 

@@ -12,14 +12,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/fleet/etcdprovider"
 )
 
 // MemberConfig configures RunMember.
@@ -63,43 +61,6 @@ type Event struct {
 	CallMax  time.Duration `json:"call_max_ns,omitempty"`
 }
 
-// etcdProvider builds protoactor's etcd provider inside StartMember: an etcd
-// client created before the member starts races with grpclog.SetLoggerV2 in
-// remote.Start (PROTOACTOR.md).
-type etcdProvider struct {
-	endpoints []string
-	p         *etcd.Provider
-}
-
-func (e *etcdProvider) build() error {
-	p, err := etcd.NewWithConfig("/connactor-fleet", clientv3.Config{
-		Endpoints: e.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-	})
-	e.p = p
-	return err
-}
-
-func (e *etcdProvider) StartMember(c *cluster.Cluster) error {
-	if err := e.build(); err != nil {
-		return err
-	}
-	return e.p.StartMember(c)
-}
-
-func (e *etcdProvider) StartClient(c *cluster.Cluster) error {
-	if err := e.build(); err != nil {
-		return err
-	}
-	return e.p.StartClient(c)
-}
-
-func (e *etcdProvider) Shutdown(graceful bool) error {
-	if e.p == nil {
-		return nil
-	}
-	return e.p.Shutdown(graceful)
-}
-
 // RunMember runs one member of a fleet: a protoactor cluster member (etcd
 // provider, disthash) with the budget grain's kind, and a connactor client
 // with a fleet budget (client.Config.Cluster) whose callers, once loaded, keep
@@ -129,7 +90,7 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
 	// client.FleetKind() with a hook that says where grains activate.
 	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(route string) { emit(Event{Event: "activated", Route: route}) }})
-	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, &etcdProvider{endpoints: cfg.Etcd}, disthash.New(),
+	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, etcdprovider.New("/connactor-fleet", cfg.Etcd), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind)))
 	cl.StartMember()
 

@@ -64,7 +64,7 @@ func NewCert(spec CertSpec) (*Cert, error) {
 		NotBefore:             spec.NotBefore,
 		NotAfter:              spec.NotAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		DNSNames:              spec.DNSNames,
