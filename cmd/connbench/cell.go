@@ -175,7 +175,7 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 		}
 		return n
 	}
-	p.wait(opt.warmup, "warm-up", nil)
+	p.wait(max(opt.warmup, sc.MinWarmup), "warm-up", nil)
 	stopProfile := startProfile(opt.cpuprofile, srv, sc.Name, kind)
 	before := readUsage()
 	busy0, srv0 := machineBusy(), processCPU(srvPID)

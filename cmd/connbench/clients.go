@@ -146,9 +146,13 @@ func newNetHTTP(s clientSpec) *stdClient {
 // limit and MaxConnsTotal at its total, called through RoundTrip; compression
 // off, as net/http's here (no Accept-Encoding: the same request bytes).
 func newConnactor(s clientSpec) (*stdClient, error) {
+	total := s.sc.total()
+	if s.sc.OpenTotal > 0 {
+		total = s.sc.OpenTotal
+	}
 	c, err := client.New(client.Config{
 		MaxConnsPerRoute:      s.sc.Conns,
-		MaxConnsTotal:         s.sc.total(),
+		MaxConnsTotal:         total,
 		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
 		DisableCompression:    true, // as net/http's here: every client sends the same request
 		Logger:                slog.New(slog.DiscardHandler),

@@ -26,6 +26,7 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -105,7 +106,15 @@ func main() {
 	maxOther := fs.Float64("maxother", 0, "on a shared machine: run a cell again (after waiting for quiet) when other processes used more than this many cores during it; 0 = off")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of each cell's measured window into this directory")
 	list := fs.Bool("list", false, "list the scenarios and exit")
+	render := fs.String("render", "", "print the table, summary and (with -svg) charts of a run saved with -jsonfile, and exit")
 	fs.Parse(os.Args[1:])
+	if *render != "" {
+		if err := renderSaved(*render, *svgDir); err != nil {
+			fmt.Fprintln(os.Stderr, "connbench -render:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if *serve != "" {
 		if err := serveMain(*serve, *listeners, *tlsCert, *tlsKey, os.Stdin, os.Stdout); err != nil {
@@ -163,6 +172,26 @@ func main() {
 	if rep.failed() {
 		os.Exit(1)
 	}
+}
+
+// renderSaved prints a saved run (-jsonfile) again, and draws its charts into
+// svgDir when set.
+func renderSaved(file, svgDir string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return err
+	}
+	if err := rep.writeTable(os.Stdout); err != nil {
+		return err
+	}
+	if svgDir != "" {
+		return rep.writeCharts(svgDir)
+	}
+	return nil
 }
 
 func buildOptions(duration, warmup time.Duration, count int, clients, groups, scen, server, nginxBin string) (*options, error) {
@@ -247,10 +276,15 @@ type scenario struct {
 	Conns   int    // connections per route, for every client
 	// Total is connactor's MaxConnsTotal and net/http's MaxIdleConns when the
 	// scenario has several routes (0 = Conns: one route).
-	Total   int
-	Routes  int    // distinct targets; each request picks one at random
-	Path    string // "/13", "/16k", or "/13c" (the server closes every 10th response's connection)
-	BodyLen int
+	Total int
+	// OpenTotal, when set, is connactor's MaxConnsTotal instead of Total:
+	// routes200open128 gives connactor the bound on open connections that
+	// net/http's Transport has in routes200 (MaxIdleConns idle, plus one in
+	// use per caller), so that both dial about as often.
+	OpenTotal int
+	Routes    int    // distinct targets; each request picks one at random
+	Path      string // "/13", "/16k", or "/13c" (the server closes every 10th response's connection)
+	BodyLen   int
 
 	// Hosts names the routes r1.connbench.test .. rN.connbench.test, all
 	// dialed to the server's first address (the sweeps: up to 10,000 routes
@@ -259,6 +293,10 @@ type scenario struct {
 	// Prime sends one request to each route before the warm-up, so that
 	// every route has its connection when the measurement starts.
 	Prime bool
+	// MinWarmup is the least warm-up of the cell (the primed sweeps: the
+	// connections just opened settle into their steady state, idle watches
+	// included, before the measurement).
+	MinWarmup time.Duration
 	// TLS: the cell runs over TLS against the server's TLS listener (the
 	// HTTP/2 cells), with the clients h2Clients.
 	TLS bool
@@ -291,6 +329,9 @@ func (sc scenario) describe() string {
 	s := fmt.Sprintf("%-18s %4d callers, %d conns", sc.Name, sc.Callers, sc.Conns)
 	if sc.Routes > 1 {
 		s += fmt.Sprintf(" per route, %d routes (uniformly random), total limit %d", sc.Routes, sc.total())
+		if sc.OpenTotal > 0 {
+			s += fmt.Sprintf(" (connactor: %d open)", sc.OpenTotal)
+		}
 	}
 	s += fmt.Sprintf(", %d B body", sc.BodyLen)
 	if sc.Path == pathChurn {
@@ -343,6 +384,8 @@ func allScenarios() []scenario {
 	}
 	out = append(out,
 		scenario{Name: "routes200/13B", Group: groupMain, Callers: 64, Conns: 4, Total: 64, Routes: 200, Path: "/13", BodyLen: smallBody},
+		scenario{Name: "routes200open128/13B", Group: groupMain, Callers: 64, Conns: 4, Total: 64, OpenTotal: 128, Routes: 200,
+			Path: "/13", BodyLen: smallBody},
 		scenario{Name: "churn/13B", Group: groupMain, Callers: 64, Conns: 16, Routes: 1, Path: pathChurn, BodyLen: smallBody},
 		scenario{Name: "contended1000/13B", Group: groupMain, Callers: 1000, Conns: 8, Routes: 1, Path: "/13", BodyLen: smallBody},
 	)
@@ -353,7 +396,7 @@ func allScenarios() []scenario {
 	for _, r := range sweepRoutes {
 		out = append(out, scenario{Name: fmt.Sprintf("sweep/routes%d", r), Group: groupSweep, Callers: sweepCallers,
 			Conns: sweepCallers, Total: r * sweepCallers, Routes: r, Path: "/13", BodyLen: smallBody,
-			Hosts: true, Prime: true, Sweep: "routes", X: r})
+			Hosts: true, Prime: true, MinWarmup: 2 * time.Second, Sweep: "routes", X: r})
 	}
 	for _, c := range sweepCallersN {
 		out = append(out, scenario{Name: fmt.Sprintf("sweep/callers%d", c), Group: groupSweep, Callers: c,

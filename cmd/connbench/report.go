@@ -151,6 +151,8 @@ const tableNotes = `Notes:
   the least recently used idle connection). net/http has none: MaxIdleConns 64 caps its idle connections
   (closing the least recently used) while up to 800 may be open; fasthttp, pool+std and raw have no
   total limit (pool+std and raw hold all 800 open).
+- routes200open128: routes200 with connactor's MaxConnsTotal at 128, the bound net/http's Transport has there
+  (64 idle, plus one connection in use per caller): both then dial about as often.
 - churn: the server closes each connection after its 10th response (Connection: close; nginx:
   keepalive_requests 10 on /13c): every client dials about one connection per 10 requests.
 - h2/cN: over TLS against the server's TLS listener (Go's http.Server, nginx's "listen ... ssl http2"):

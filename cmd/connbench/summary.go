@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -16,8 +17,8 @@ const (
 	targetFasthttp    = 0.9  // c64/13B: at least this x fasthttp's req/s
 	targetPoolCostUs  = 1.5  // c64: connactor's CPU minus pool+std's, at most (us/req)
 	targetChurn       = 1.0  // routes200, churn: req/s at least, CPU and allocations at most, x net/http
-	targetFlatSpread  = 1.2  // sweeps: max/min CPU per request within this where net/http's is
-	targetFlatNetHTTP = 1.2
+	targetFlatSpread  = 1.2  // sweeps: connactor's max/min CPU per request over ...
+	targetFlatNetHTTP = 1.2  // ... the range where net/http's is within this
 )
 
 // writeSummary prints one line per cell (server x scenario) with connactor's
@@ -97,7 +98,7 @@ func summaryLine(server, scenario string, rs []*Result) string {
 	fmt.Fprintf(&b, "; dials %d (net/http %d)", c.Dials, base.Dials)
 	callers := c.Callers
 	switch {
-	case strings.HasPrefix(scenario, "routes") || strings.HasPrefix(scenario, "churn"):
+	case strings.HasPrefix(scenario, "routes200") || strings.HasPrefix(scenario, "churn"):
 		check("req/s>=1.0x", rps >= targetChurn)
 		check("CPU<=1.0x", cpu <= targetChurn)
 		check("allocs<=1.0x", allocs <= targetChurn)
@@ -173,6 +174,39 @@ func sweepX(res Result) int {
 	return res.Callers
 }
 
+// flatRange returns the widest range of consecutive points (in x) over which
+// kind's CPU per request stays within targetFlatNetHTTP (max/min), at least
+// two points wide.
+func (s *sweep) flatRange(kind string) (lo, hi int, ok bool) {
+	pts := slices.Clone(s.points[kind])
+	slices.SortFunc(pts, func(a, b sweepPoint) int { return a.x - b.x })
+	best := 0
+	for i := range pts {
+		mn, mx := pts[i].cpu, pts[i].cpu
+		for j := i + 1; j < len(pts); j++ {
+			mn, mx = min(mn, pts[j].cpu), max(mx, pts[j].cpu)
+			if mx/mn > targetFlatNetHTTP {
+				break
+			}
+			if j-i+1 > best {
+				best, lo, hi, ok = j-i+1, pts[i].x, pts[j].x, true
+			}
+		}
+	}
+	return lo, hi, ok
+}
+
+// ratio is max/min of kind's CPU per request over the points lo..hi.
+func (s *sweep) ratio(kind string, lo, hi int) float64 {
+	mn, mx := math.Inf(1), 0.0
+	for _, p := range s.points[kind] {
+		if p.x >= lo && p.x <= hi {
+			mn, mx = min(mn, p.cpu), max(mx, p.cpu)
+		}
+	}
+	return mx / mn
+}
+
 // spread is max/min of a client's CPU per request along the sweep.
 func (s *sweep) spread(kind string) (lo, hi float64) {
 	lo, hi = math.Inf(1), 0
@@ -189,17 +223,17 @@ func (s *sweep) summary() string {
 		lo, hi := s.spread(kind)
 		fmt.Fprintf(&b, " %s %.1f..%.1f (%.2fx);", clientNames[kind], lo, hi, hi/lo)
 	}
-	nlo, nhi := s.spread(kindNetHTTP)
-	clo, chi := s.spread(kindConnactor)
-	if nhi > 0 && chi > 0 {
-		switch {
-		case nhi/nlo > targetFlatNetHTTP:
-			fmt.Fprintf(&b, " target: net/http's curve is not flat (%.2fx), none applies", nhi/nlo)
-		case chi/clo <= targetFlatSpread:
-			fmt.Fprintf(&b, " target flat within 20%%: met")
-		default:
-			fmt.Fprintf(&b, " target flat within 20%%: NOT MET")
+	if lo, hi, ok := s.flatRange(kindNetHTTP); ok {
+		n := s.ratio(kindNetHTTP, lo, hi)
+		c := s.ratio(kindConnactor, lo, hi)
+		verdict := "met"
+		if c > targetFlatSpread {
+			verdict = "NOT MET"
 		}
+		fmt.Fprintf(&b, " target (flat within 20%% where net/http is: %s %d..%d, net/http %.2fx): connactor %.2fx, %s",
+			s.name, lo, hi, n, c, verdict)
+	} else {
+		fmt.Fprintf(&b, " target: net/http's curve is flat nowhere, none applies")
 	}
 	return b.String()
 }
