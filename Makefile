@@ -17,7 +17,12 @@ test: vet
 	@# in-process cluster tests are built without it (//go:build !race).
 	$(GO) test -count=1 -timeout 5m -run '^TestCluster' ./fleet/
 
+## vet also checks that both modules' go.mod and go.sum are tidy: connbench
+## requires the library through a replace, so a new library dependency must be
+## tidied into its go.sum too, or a fresh machine cannot build it.
 vet:
+	$(GO) mod tidy -diff
+	cd $(CONNBENCH) && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	cd $(CONNBENCH) && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
