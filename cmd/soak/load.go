@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/errname"
 )
 
 // mix is the share of each path in the load, in parts of 10,000: mostly good
@@ -209,7 +210,7 @@ func (l *load) one(rng *rand.Rand, r *route, path, id string, post, cancelIt, cl
 		if !errors.Is(err, client.ErrNotSent) && !errors.Is(err, client.ErrOutcomeUnknown) && !errors.Is(err, client.ErrClosed) {
 			return prefix + shortErr(err), badUntyped
 		}
-		return prefix + errName(err), badNone
+		return prefix + errname.Of(err), badNone
 	}
 	want := expectedBody(path, id)
 	if closeEarly {
@@ -236,33 +237,6 @@ func (l *load) one(rng *rand.Rand, r *route, path, id string, post, cancelIt, cl
 		return fmt.Sprintf("%d %q", resp.StatusCode, short(string(b))), badDesync
 	}
 	return "ok", badNone
-}
-
-// errName names a RoundTrip error by the sentinels it matches.
-func errName(err error) string {
-	var names []string
-	for _, s := range []struct {
-		name string
-		err  error
-	}{
-		{"ErrNotSent", client.ErrNotSent},
-		{"ErrOutcomeUnknown", client.ErrOutcomeUnknown},
-		{"ErrResponseHeaderTimeout", client.ErrResponseHeaderTimeout},
-		{"ErrResponseHeaderTooLarge", client.ErrResponseHeaderTooLarge},
-		{"ErrStaleConn", client.ErrStaleConn},
-		{"ErrLeaseTimeout", client.ErrLeaseTimeout},
-		{"ErrClosed", client.ErrClosed},
-		{"Canceled", context.Canceled},
-		{"DeadlineExceeded", context.DeadlineExceeded},
-		{"ECONNRESET", syscall.ECONNRESET},
-		{"EPIPE", syscall.EPIPE},
-		{"EOF", io.EOF},
-	} {
-		if errors.Is(err, s.err) {
-			names = append(names, s.name)
-		}
-	}
-	return strings.Join(names, "+")
 }
 
 func bodyErrName(err error) string {

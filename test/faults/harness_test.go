@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/errname"
 	"github.com/connactor/connactor/internal/faultserver"
 )
 
@@ -176,23 +177,7 @@ func (tg *target) settle() (rest, bool) {
 	}
 }
 
-// sentinels are the errors a connactor error is described by, in this order.
-var sentinels = []struct {
-	name string
-	err  error
-}{
-	{"ErrNotSent", client.ErrNotSent},
-	{"ErrOutcomeUnknown", client.ErrOutcomeUnknown},
-	{"ErrResponseHeaderTimeout", client.ErrResponseHeaderTimeout},
-	{"ErrResponseHeaderTooLarge", client.ErrResponseHeaderTooLarge},
-	{"ErrStaleConn", client.ErrStaleConn},
-	{"ErrLeaseTimeout", client.ErrLeaseTimeout},
-	{"ErrClosed", client.ErrClosed},
-	{"DeadlineExceeded", context.DeadlineExceeded},
-	{"Canceled", context.Canceled},
-}
-
-// certErrorName names the certificate exception among the sentinels.
+// certErrorName names the certificate exception beside the sentinels (internal/errname).
 const certErrorName = "*tls.CertificateVerificationError"
 
 // typed reports whether err carries one of the two families every connactor
@@ -219,10 +204,8 @@ func nothingSent(err error) bool { return errors.Is(err, client.ErrNotSent) || i
 // describeErr names err's sentinels, then its message, shortened.
 func describeErr(err error) string {
 	var names []string
-	for _, s := range sentinels {
-		if errors.Is(err, s.err) {
-			names = append(names, s.name)
-		}
+	if n := errname.Of(err); n != "" {
+		names = append(names, n)
 	}
 	if isCertError(err) {
 		names = append(names, certErrorName)
