@@ -174,26 +174,32 @@ func sweepX(res Result) int {
 	return res.Callers
 }
 
-// flatRange returns the widest range of consecutive points (in x) over which
-// kind's CPU per request stays within targetFlatNetHTTP (max/min), at least
-// two points wide.
-func (s *sweep) flatRange(kind string) (lo, hi int, ok bool) {
+// flatRanges returns every maximal range of consecutive points (in x) over
+// which kind's CPU per request stays within targetFlatNetHTTP (max/min), at
+// least two points wide, in order: the target applies over each of them, not
+// only over the widest (net/http's curve may be flat at a few callers and
+// again at many, with a climb between).
+func (s *sweep) flatRanges(kind string) [][2]int {
 	pts := slices.Clone(s.points[kind])
 	slices.SortFunc(pts, func(a, b sweepPoint) int { return a.x - b.x })
-	best := 0
+	var out [][2]int
+	end := -1 // the last point of the previous range: a range ending there is not maximal
 	for i := range pts {
 		mn, mx := pts[i].cpu, pts[i].cpu
-		for j := i + 1; j < len(pts); j++ {
-			mn, mx = min(mn, pts[j].cpu), max(mx, pts[j].cpu)
-			if mx/mn > targetFlatNetHTTP {
+		j := i
+		for j+1 < len(pts) {
+			n, x := min(mn, pts[j+1].cpu), max(mx, pts[j+1].cpu)
+			if x/n > targetFlatNetHTTP {
 				break
 			}
-			if j-i+1 > best {
-				best, lo, hi, ok = j-i+1, pts[i].x, pts[j].x, true
-			}
+			mn, mx, j = n, x, j+1
+		}
+		if j > i && j > end {
+			out = append(out, [2]int{pts[i].x, pts[j].x})
+			end = j
 		}
 	}
-	return lo, hi, ok
+	return out
 }
 
 // ratio is max/min of kind's CPU per request over the points lo..hi.
@@ -223,17 +229,21 @@ func (s *sweep) summary() string {
 		lo, hi := s.spread(kind)
 		fmt.Fprintf(&b, " %s %.1f..%.1f (%.2fx);", clientNames[kind], lo, hi, hi/lo)
 	}
-	if lo, hi, ok := s.flatRange(kindNetHTTP); ok {
-		n := s.ratio(kindNetHTTP, lo, hi)
-		c := s.ratio(kindConnactor, lo, hi)
-		verdict := "met"
+	ranges := s.flatRanges(kindNetHTTP)
+	if len(ranges) == 0 {
+		fmt.Fprintf(&b, " target: net/http's curve is flat nowhere, none applies")
+		return b.String()
+	}
+	verdict := "met"
+	fmt.Fprintf(&b, " target (flat within 20%% where net/http is):")
+	for _, r := range ranges {
+		n := s.ratio(kindNetHTTP, r[0], r[1])
+		c := s.ratio(kindConnactor, r[0], r[1])
 		if c > targetFlatSpread {
 			verdict = "NOT MET"
 		}
-		fmt.Fprintf(&b, " target (flat within 20%% where net/http is: %s %d..%d, net/http %.2fx): connactor %.2fx, %s",
-			s.name, lo, hi, n, c, verdict)
-	} else {
-		fmt.Fprintf(&b, " target: net/http's curve is flat nowhere, none applies")
+		fmt.Fprintf(&b, " %s %d..%d net/http %.2fx, connactor %.2fx;", s.name, r[0], r[1], n, c)
 	}
+	fmt.Fprintf(&b, " %s", verdict)
 	return b.String()
 }
