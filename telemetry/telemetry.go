@@ -231,29 +231,23 @@ func New(cfg Config) *Telemetry {
 	// A refused instrument is left nil by the meter's contract in some SDKs:
 	// fall back to no-ops so that hooks never check.
 	noop := metricnoop.Meter{}
-	if t.leaseWait == nil {
-		t.leaseWait, _ = noop.Float64Histogram("")
+	for _, h := range []*metric.Float64Histogram{&t.leaseWait, &t.dialDuration, &t.fleetRenewal} {
+		if *h == nil {
+			*h, _ = noop.Float64Histogram("")
+		}
 	}
-	if t.dialDuration == nil {
-		t.dialDuration, _ = noop.Float64Histogram("")
+	for _, g := range []*metric.Int64ObservableUpDownCounter{&t.leasePending, &t.admitPending} {
+		if *g == nil {
+			*g, _ = noop.Int64ObservableUpDownCounter("")
+		}
 	}
-	if t.leasePending == nil {
-		t.leasePending, _ = noop.Int64ObservableUpDownCounter("")
-	}
-	if t.admitPending == nil {
-		t.admitPending, _ = noop.Int64ObservableUpDownCounter("")
-	}
-	if t.failFast == nil {
-		t.failFast, _ = noop.Int64ObservableGauge("")
+	for _, g := range []*metric.Int64ObservableGauge{&t.failFast, &t.fleetShare} {
+		if *g == nil {
+			*g, _ = noop.Int64ObservableGauge("")
+		}
 	}
 	if t.learnedIdle == nil {
 		t.learnedIdle, _ = noop.Float64ObservableGauge("")
-	}
-	if t.fleetShare == nil {
-		t.fleetShare, _ = noop.Int64ObservableGauge("")
-	}
-	if t.fleetRenewal == nil {
-		t.fleetRenewal, _ = noop.Float64Histogram("")
 	}
 	for _, c := range []*metric.Int64Counter{&t.leaseTimeout, &t.opened, &t.closed, &t.dialErrors, &t.retries,
 		&t.retryRefused, &t.rejected} {
