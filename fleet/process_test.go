@@ -20,20 +20,14 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/realtest"
 )
 
-// needEtcd returns the etcd binary. Without one the test skips loudly, unless
-// CI is set: then a missing etcd is a failure.
+// needEtcd returns the etcd binary (Debian's etcd-server). Without one the
+// test skips loudly, or fails under CI=true (realtest.Tool).
 func needEtcd(t *testing.T) string {
 	t.Helper()
-	bin := fleettest.EtcdPath()
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is missing: CI must install Debian's etcd-server (/usr/bin/etcd)")
-		}
-		t.Skip("SKIPPED: no etcd binary (apt-get install etcd-server); the multi-process fleet test did not run. With CI=true this is a failure.")
-	}
-	return bin
+	return realtest.Tool(t, "etcd (apt-get install etcd-server)", "etcd", "/usr/bin/etcd")
 }
 
 // buildMember builds fleet/internal/member without the race detector.

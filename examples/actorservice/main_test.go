@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/realtest"
 )
 
 func TestMain(m *testing.M) {
@@ -69,13 +69,7 @@ func TestLinkCheckerOnOneNode(t *testing.T) {
 // client has a fleet budget. Both programs are built without the race
 // detector (protoactor's cluster has races of its own, fleet/RACES.md).
 func TestLinkCheckerJoinsAFleet(t *testing.T) {
-	etcdBin := fleettest.EtcdPath()
-	if etcdBin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is missing: CI must install Debian's etcd-server (/usr/bin/etcd)")
-		}
-		t.Skip("SKIPPED: no etcd binary (apt-get install etcd-server); the actor service did not join a fleet. With CI=true this is a failure.")
-	}
+	etcdBin := realtest.Tool(t, "etcd (apt-get install etcd-server)", "etcd", "/usr/bin/etcd")
 	dir := t.TempDir()
 	service := build(t, dir, "actorservice", ".")
 	member := build(t, dir, "member", "github.com/connactor/connactor/fleet/internal/member")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -10,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/realtest"
 )
 
 func TestMain(m *testing.M) {
@@ -21,12 +20,7 @@ func TestMain(m *testing.M) {
 // detector: its member processes are this program too, and protoactor's
 // cluster has races of its own (fleet/RACES.md).
 func TestExampleHoldsTheBudgetWhenANodeIsKilled(t *testing.T) {
-	if fleettest.EtcdPath() == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("etcd is missing: CI must install Debian's etcd-server (/usr/bin/etcd)")
-		}
-		t.Skip("SKIPPED: no etcd binary (apt-get install etcd-server); the fleet example did not run. With CI=true this is a failure.")
-	}
+	realtest.Tool(t, "etcd (apt-get install etcd-server)", "etcd", "/usr/bin/etcd")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func Missing(t testing.TB, what, why string) {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s is missing (%s) but CI=true: .ci/run must install it", what, why)
 	}
-	t.Logf("!!! SKIPPING: %s is not available (%s); .ci/run installs it (apt-get install nginx squid)", what, why)
+	t.Logf("!!! SKIPPING: %s is not available (%s); .ci/run installs it", what, why)
 	t.Skipf("%s not available", what)
 }
 

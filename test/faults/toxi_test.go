@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/connactor/connactor/client"
 	fs "github.com/connactor/connactor/internal/faultserver"
+	"github.com/connactor/connactor/internal/realtest"
 	"github.com/connactor/connactor/internal/toxi"
 )
 
@@ -31,10 +31,7 @@ func startToxiproxy(t *testing.T) *toxi.Server {
 	t.Helper()
 	path, err := toxi.Find()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("toxiproxy is required under CI: %v", err)
-		}
-		t.Skipf("SKIPPED: %v; these cases run under CI", err)
+		realtest.Missing(t, "toxiproxy", err.Error())
 	}
 	s, err := toxi.Start(path)
 	if err != nil {
