@@ -175,6 +175,8 @@ func (b *body) finish(ok bool) {
 		ok = b.w.waitWritten(maxWriteWait)
 	}
 	if !ok {
+		// The body holds the connection until ExchangeEnded (see Actor):
+		// no message of the actor's touches broken meanwhile.
 		b.c.broken = true
 		b.c.nc.Close()
 	}

@@ -96,8 +96,12 @@ func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Pr
 }
 
 // Actor is a connection actor. All fields are touched only inside Receive, except
-// dialed and stopped (a hand-off with the dial goroutine) and the socket reader
-// lent to a response body (see the package comment).
+// dialed and stopped (a hand-off with the dial goroutine), and what is lent
+// between an ExchangeResponse and the exchange's end, when the route sends the
+// actor nothing but Stop: the socket reader (br, rd) to the response body,
+// which also marks the connection broken when its end finds it unusable; the
+// writer (bw, wr, head, proxyAuth) to the request's writer goroutine (see the
+// package comment and lent).
 type Actor struct {
 	id   uint64
 	key  route.Key

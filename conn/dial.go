@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptrace"
+	"slices"
 
 	"github.com/connactor/connactor/route"
 )
@@ -96,7 +97,7 @@ func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options
 	if cfg == nil {
 		cfg = &tls.Config{}
 	}
-	if cfg.ServerName == "" || !sameList(cfg.NextProtos, alpn) {
+	if cfg.ServerName == "" || !slices.Equal(cfg.NextProtos, alpn) {
 		cfg = cfg.Clone()
 		if cfg.ServerName == "" {
 			cfg.ServerName = serverName
@@ -123,16 +124,4 @@ func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options
 		return nil, fmt.Errorf("conn: TLS handshake with %s: %w", serverName, err)
 	}
 	return tc, nil
-}
-
-func sameList(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -15,10 +15,7 @@ import (
 func (c *Actor) onExchange(m *ExchangeRequest) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.broken = true
-			if c.nc != nil {
-				c.nc.Close()
-			}
+			c.discard()
 			c.pending = nil
 			m.Reply.Deliver(ExchangeResponse{Err: fmt.Errorf("conn: internal error: %v", r)}) // false if answered
 		}
@@ -27,6 +24,15 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 	c.pending = nil
 	if !m.Reply.Deliver(r) {
 		c.unanswered(r)
+	}
+}
+
+// discard marks the connection broken, so that no request is written to it
+// again, and closes its socket. Called inside Receive.
+func (c *Actor) discard() {
+	c.broken = true
+	if c.nc != nil {
+		c.nc.Close()
 	}
 }
 
@@ -39,10 +45,7 @@ func (c *Actor) unanswered(r ExchangeResponse) {
 	if r.Resp == nil {
 		return
 	}
-	c.broken = true
-	if c.nc != nil {
-		c.nc.Close()
-	}
+	c.discard()
 	if b, ok := r.Resp.Body.(*body); ok {
 		b.abandon()
 	}
@@ -140,8 +143,7 @@ func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 
 // stale refuses a connection found unusable before anything was written.
 func (c *Actor) stale(m *ExchangeRequest, err error) ExchangeResponse {
-	c.broken = true
-	c.nc.Close()
+	c.discard()
 	return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: fmt.Errorf("%w: %w", ErrStaleConn, err)}}
 }
 
@@ -257,8 +259,7 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, w *reqWriter, o
 	case op == "read" && c.rd.n == 0 && errors.Is(err, io.EOF):
 		err = fmt.Errorf("server closed the connection without answering: %w", err)
 	}
-	c.broken = true
-	c.nc.Close()
+	c.discard()
 	if w != nil {
 		w.stop(dl)
 	}

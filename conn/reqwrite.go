@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -295,22 +296,13 @@ func removeZone(host string) string {
 	if len(host) == 0 || host[0] != '[' {
 		return host
 	}
-	end := lastIndexByte(host, ']')
+	end := strings.LastIndexByte(host, ']')
 	if end < 0 {
 		return host
 	}
-	pct := lastIndexByte(host[:end], '%')
+	pct := strings.LastIndexByte(host[:end], '%')
 	if pct < 0 {
 		return host
 	}
 	return host[:pct] + host[end:]
-}
-
-func lastIndexByte(s string, c byte) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }

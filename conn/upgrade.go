@@ -39,10 +39,10 @@ type upgradedConn struct {
 // broken, so that no request is ever written to it again.
 func (c *Actor) upgrade(resp *http.Response, dl *exchangeDeadlines, w *reqWriter, done Ender) *http.Response {
 	c.broken = true
-	c.lent.Add(1) // the upgraded connection may read br for good: never pooled
-	dl.release()  // a context that ended just now left a past deadline: the body's I/O fails, as it should
+	dl.release() // a context that ended just now left a past deadline: the body's I/O fails, as it should
 	u := &upgradedConn{nc: c.nc, done: done}
 	if c.br.Buffered() > 0 {
+		c.lent.Add(1) // the upgraded connection reads br for good: never pooled
 		u.br = c.br
 	}
 	if w != nil && !w.poll() {
