@@ -183,9 +183,12 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onPermit(ctx)
 	case *RoomWanted:
 		r.roomWanted, r.shed = m.Wanted, m.Shed
-		if m.Wanted && len(r.idle) > 0 {
+		if m.Wanted && !m.Shed && len(r.idle) > 0 {
 			// The supervisor saw nothing idle when it asked: a connection
-			// that went idle since is the room it wants.
+			// that went idle since is the room it wants. Above a fleet
+			// share it evicts the idle ones itself (enforceShare, and its
+			// fleet tick for those that appear later): closing one here
+			// too would shed two for one.
 			r.closeConn(ctx, r.idle[0], ReasonEvicted)
 		}
 	case *conn.Dialed:
@@ -364,12 +367,12 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 // connection is closed at once: it would be the least recently used idle
 // connection anyway.
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
-	if r.shed {
-		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
+	if cs.h2 != nil {
+		r.availableH2(ctx, cs, now) // sheds too, once no stream is left on it
 		return
 	}
-	if cs.h2 != nil {
-		r.availableH2(ctx, cs, now)
+	if r.shed {
+		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
 		return
 	}
 	fresh := cs.served == 0

@@ -161,7 +161,7 @@ func (r *Route) retireReason(cs *connState, now time.Time) CloseReason {
 // wantH2Conns asks for one permit when callers wait, every usable HTTP/2
 // connection is full (strict mode: none is usable), and no dial is under way.
 func (r *Route) wantH2Conns(ctx actor.Context) {
-	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 || r.breaker.maxDials(1) < 1 {
+	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 { // one dial at a time, half-open breaker or not
 		return
 	}
 	now := r.cfg.Now()
@@ -198,7 +198,14 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 		}
 		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
 	}
-	if cs.streams > 0 || cs.idleIdx >= 0 {
+	if cs.streams > 0 {
+		return // a request in flight is never cut
+	}
+	if r.shed {
+		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
+		return
+	}
+	if cs.idleIdx >= 0 {
 		return
 	}
 	if cs.draining {
