@@ -78,7 +78,7 @@ type Keeper struct {
 	sub      *eventstream.Subscription
 	stopTick chan struct{}
 	done     chan struct{} // closed when the actor has stopped
-	stopping atomic.Bool   // call goroutines check it before reporting back
+	stopping atomic.Bool   // set by Stop: Snapshot no longer asks the actor
 	stopOnce sync.Once
 	// workers owns every goroutine the keeper starts: the ticker and the
 	// grain calls. Stop waits for them.

@@ -219,7 +219,7 @@ func (a *keeperActor) snapshot() Snapshot {
 	for _, r := range a.routes {
 		share, onFloor := r.share(now, s.Floor)
 		left := time.Duration(0)
-		if r.has(now) > 0 || now.Before(r.leaseUntil) {
+		if now.Before(r.leaseUntil) {
 			left = r.leaseUntil.Sub(now)
 		}
 		s.Routes = append(s.Routes, RouteShare{

@@ -208,16 +208,15 @@ func (r *routeShare) fail(now time.Time) {
 	r.next = now.Add(backoff)
 }
 
-// ended records the end of call seq (started at sentAt) at now. It returns
-// whether the answer was applied. Only the latest call's answer is: the grain
-// has recorded that call as this node's latest, so its grant is what the grain
-// counts. An answer that comes after its call was abandoned is applied too (no
+// ended records the end of call seq (started at sentAt) at now. Only the
+// latest call's answer is applied: the grain has recorded that call as this
+// node's latest, so its grant is what the grain counts. An answer that comes after its call was abandoned is applied too (no
 // newer call was sent, or it would not be the latest); its lease is counted
 // from sentAt like any other.
-func (r *routeShare) ended(now time.Time, seq uint64, resp shareResponse, err error) bool {
+func (r *routeShare) ended(now time.Time, seq uint64, resp shareResponse, err error) {
 	r.running--
 	if seq != r.seq {
-		return false
+		return
 	}
 	wasInFlight := r.inFlight
 	r.inFlight = false
@@ -225,10 +224,10 @@ func (r *routeShare) ended(now time.Time, seq uint64, resp shareResponse, err er
 		if wasInFlight {
 			r.fail(now) // an abandoned call already counted as failed
 		}
-		return false
+		return
 	}
 	if resp.Stale {
-		return false // cannot happen for the latest call; keep what we have
+		return // cannot happen for the latest call; keep what we have
 	}
 	r.failed, r.streak = false, 0
 	r.renewed++
@@ -243,7 +242,6 @@ func (r *routeShare) ended(now time.Time, seq uint64, resp shareResponse, err er
 	// that run at slightly different speeds.
 	r.leaseUntil = r.sentAt.Add(r.lease - r.lease/10)
 	r.next = now.Add(max(resp.RetryAfter, 0))
-	return true
 }
 
 // nudge records a RenewNow from the grain.
