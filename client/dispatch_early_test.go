@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -44,7 +45,7 @@ func TestAnEarlyResponseIsANonFatalProblemBeforeTheResponse(t *testing.T) {
 		if escalate {
 			want = "[early fatal early]"
 		}
-		if got := sprint(events); got != want {
+		if got := fmt.Sprint(events); got != want {
 			t.Fatalf("escalate=%v: %s, want %s", escalate, got, want)
 		}
 		if _, err := h.Await(awaitCtx(t)); escalate != (err != nil) {
@@ -61,17 +62,4 @@ func newUpload(t *testing.T, url string, n int) *http.Request {
 		t.Fatal(err)
 	}
 	return req
-}
-
-func sprint(s []string) string {
-	var b bytes.Buffer
-	b.WriteString("[")
-	for i, e := range s {
-		if i > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString(e)
-	}
-	b.WriteString("]")
-	return b.String()
 }

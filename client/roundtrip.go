@@ -148,7 +148,7 @@ func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, t
 			} else if hooks == nil || hooks.replaying(err) {
 				tel.Retry(err)
 				req = next
-				fresh, avoid = x.got.H2 == nil, x.got.ConnID
+				fresh, avoid = true, x.got.ConnID // HTTP/1.1 here: HTTP/2 replays took the branch above
 				continue
 			}
 		}
