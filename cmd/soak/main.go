@@ -168,7 +168,7 @@ func run(cfg config) (*result, error) {
 	res.evictions = c.Stats().Evictions
 	c.Close()
 	closeAPIConns()
-	res.after = waitBaseline(res.base)
+	res.after, _ = fs.WaitBaseline(res.base, time.Minute)
 	return res, nil
 }
 
@@ -181,32 +181,8 @@ func closeAPIConns() {
 // settle waits (a minute at most) for nothing leased or pending and as many
 // open sockets as idle connections, and describes what it found.
 func settle(c *client.Client, d *fs.Dialer) (bool, string) {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		st := c.Stats()
-		open := d.Counts().Open
-		desc := fmt.Sprintf("%d leased, %d pending, %d sockets open for %d idle", st.Leased, st.Pending, open, st.Idle)
-		if st.Leased == 0 && st.Pending == 0 && open == st.Idle {
-			return true, desc
-		}
-		if time.Now().After(deadline) {
-			return false, desc
-		}
-		time.Sleep(10 * time.Millisecond) // Stats and socket closes have no event to wait on
-	}
-}
-
-// waitBaseline waits (a minute at most) for descriptors and goroutines to come
-// back to base, and returns the last count.
-func waitBaseline(base fs.Resources) fs.Resources {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		now := fs.Measure()
-		if now.AtMost(base) || time.Now().After(deadline) {
-			return now
-		}
-		time.Sleep(10 * time.Millisecond) // closed sockets and ended goroutines have no event to wait on
-	}
+	r, ok := fs.Settle(func() (int, int, int) { st := c.Stats(); return st.Leased, st.Pending, st.Idle }, d, time.Minute)
+	return ok, fmt.Sprintf("%d leased, %d pending, %d sockets open for %d idle", r.Leased, r.Pending, r.Sockets, r.Idle)
 }
 
 // progress prints a line every 10 s to w until the returned stop is called.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/errname"
-	"github.com/connactor/connactor/internal/faultserver"
+	fs "github.com/connactor/connactor/internal/faultserver"
 )
 
 // The two clients of every case: connactor, whose expectations the test
@@ -47,14 +47,14 @@ type clientOpts struct {
 type target struct {
 	kind   string
 	rt     http.RoundTripper
-	dialer *faultserver.Dialer
+	dialer *fs.Dialer
 	c      *client.Client  // connactor only
 	tr     *http.Transport // net/http only
 }
 
 func newTarget(t *testing.T, kind string, o clientOpts) *target {
 	t.Helper()
-	tg := &target{kind: kind, dialer: faultserver.NewDialer()}
+	tg := &target{kind: kind, dialer: fs.NewDialer()}
 	var tlsConf *tls.Config
 	if o.roots != nil {
 		tlsConf = &tls.Config{RootCAs: o.roots}
@@ -107,7 +107,7 @@ type result struct {
 // correct reports whether r is a complete response with status whose body
 // names r's request (or is empty, for the body-less 204 and 304).
 func (r result) correct(status int) bool {
-	want := faultserver.Body(r.id)
+	want := fs.Body(r.id)
 	if status == http.StatusNoContent || status == http.StatusNotModified {
 		want = ""
 	}
@@ -149,32 +149,14 @@ func (tg *target) get(base, path, id string) result {
 	return tg.do(ctx, http.MethodGet, base+path+"?id="+id, id, "", false)
 }
 
-// rest is a client at the end of a case.
-type rest struct {
-	leased, pending, idle int // connactor's Stats
-	sockets               int // open sockets, by the dialer
-}
-
 // settle waits until connactor is at rest (nothing leased or pending, and as
 // many open sockets as idle connections) and returns what it found, at rest or
 // when settleWait ran out. For net/http it returns the open sockets as they are.
-func (tg *target) settle() (rest, bool) {
+func (tg *target) settle() (fs.Rest, bool) {
 	if tg.c == nil {
-		return rest{sockets: tg.dialer.Counts().Open}, true
+		return fs.Rest{Sockets: tg.dialer.Counts().Open}, true
 	}
-	deadline := time.Now().Add(settleWait)
-	for {
-		st := tg.c.Stats()
-		r := rest{leased: st.Leased, pending: st.Pending, idle: st.Idle, sockets: tg.dialer.Counts().Open}
-		if r.leased == 0 && r.pending == 0 && r.sockets == r.idle {
-			return r, true
-		}
-		if time.Now().After(deadline) {
-			return r, false
-		}
-		// Stats and socket closes have no event to wait on: look again shortly.
-		time.Sleep(5 * time.Millisecond)
-	}
+	return fs.Settle(func() (int, int, int) { st := tg.c.Stats(); return st.Leased, st.Pending, st.Idle }, tg.dialer, settleWait)
 }
 
 // certErrorName names the certificate exception beside the sentinels (internal/errname).

@@ -23,7 +23,6 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -107,7 +106,7 @@ func finish(t *testing.T, tg *target, problems []string, r *row) {
 	rest, atRest := tg.settle()
 	if tg.kind == kindConnactor && !atRest {
 		problems = append(problems, fmt.Sprintf("not at rest: %d leased, %d pending, %d sockets open for %d idle connections",
-			rest.leased, rest.pending, rest.sockets, rest.idle))
+			rest.Leased, rest.Pending, rest.Sockets, rest.Idle))
 	}
 	if tg.kind != kindConnactor {
 		if len(problems) > 0 {
@@ -162,21 +161,13 @@ func report(t *testing.T, rows []row) {
 // waitBaseline waits (settleWait at most) for the process to hold no more
 // descriptors and goroutines than at base.
 func waitBaseline(t *testing.T, base fs.Resources) {
-	deadline := time.Now().Add(settleWait)
-	for {
-		now := fs.Measure()
-		if now.AtMost(base) {
-			t.Logf("baseline: %d descriptors, %d goroutines before; %d and %d after", base.FDs, base.Goroutines, now.FDs, now.Goroutines)
-			return
-		}
-		if time.Now().After(deadline) {
-			var dump strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&dump, 1)
-			t.Errorf("not back to baseline: %d descriptors, %d goroutines (before: %d, %d)\n%s",
-				now.FDs, now.Goroutines, base.FDs, base.Goroutines, dump.String())
-			return
-		}
-		// Closed sockets and ended goroutines have no event to wait on.
-		time.Sleep(10 * time.Millisecond)
+	now, ok := fs.WaitBaseline(base, settleWait)
+	if ok {
+		t.Logf("baseline: %d descriptors, %d goroutines before; %d and %d after", base.FDs, base.Goroutines, now.FDs, now.Goroutines)
+		return
 	}
+	var dump strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&dump, 1)
+	t.Errorf("not back to baseline: %d descriptors, %d goroutines (before: %d, %d)\n%s",
+		now.FDs, now.Goroutines, base.FDs, base.Goroutines, dump.String())
 }
