@@ -35,6 +35,16 @@ type ledger struct {
 	lease     time.Duration
 	safeUntil time.Time
 	holders   map[string]*holder // by nodeID.key()
+	// forgotten keeps, for one lease length, the last sequence number of a
+	// node the ledger forgot because it held and wanted nothing: a request of
+	// that node sent earlier but arriving later (a keeper runs several calls
+	// at once) is stale, and must not bring back a share the node gave up.
+	forgotten map[string]forgottenNode
+}
+
+type forgottenNode struct {
+	seq   uint64
+	until time.Time
 }
 
 // holder is one node's lease as the ledger knows it.
@@ -53,7 +63,7 @@ func (h *holder) committed() int { return max(h.grant, h.has, h.held) }
 
 // newLedger returns a ledger activated at now, in safe mode until now+lease.
 func newLedger(now time.Time, lease time.Duration) *ledger {
-	return &ledger{lease: lease, safeUntil: now.Add(lease), holders: map[string]*holder{}}
+	return &ledger{lease: lease, safeUntil: now.Add(lease), holders: map[string]*holder{}, forgotten: map[string]forgottenNode{}}
 }
 
 // nudgeGap is the least time between two RenewNow nudges to one node.
@@ -68,6 +78,12 @@ func (l *ledger) apply(now time.Time, r shareRequest) (shareResponse, []nodeID) 
 	h := l.holders[key]
 	if h != nil && r.Seq <= h.seq {
 		return shareResponse{Stale: true, Grant: h.grant, Budget: l.budget(), Lease: l.lease, Nodes: len(l.holders)}, nil
+	}
+	if f, ok := l.forgotten[key]; ok && h == nil {
+		if r.Seq <= f.seq {
+			return shareResponse{Stale: true, Budget: l.budget(), Lease: l.lease, Nodes: len(l.holders)}, nil
+		}
+		delete(l.forgotten, key)
 	}
 	before := l.committed()
 	if h == nil {
@@ -113,6 +129,7 @@ func (l *ledger) apply(now time.Time, r shareRequest) (shareResponse, []nodeID) 
 	}
 	if h.committed() == 0 && h.want == 0 {
 		delete(l.holders, key) // nothing held, nothing wanted: forget the node
+		l.forgotten[key] = forgottenNode{seq: h.seq, until: now.Add(l.lease)}
 	}
 	resp.Nodes = len(l.holders)
 	return resp, nudge
@@ -124,6 +141,11 @@ func (l *ledger) expire(now time.Time) {
 	for k, h := range l.holders {
 		if !now.Before(h.expires) {
 			delete(l.holders, k)
+		}
+	}
+	for k, f := range l.forgotten {
+		if !now.Before(f.until) {
+			delete(l.forgotten, k)
 		}
 	}
 }

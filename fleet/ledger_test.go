@@ -128,3 +128,36 @@ func TestLedgerInSafeModeGrantsANodeOnItsFloorThatFloor(t *testing.T) {
 		t.Fatalf("off the floor, no lease: got %+v, want 0", resp)
 	}
 }
+
+// A keeper runs several calls at once, so the grain may get a node's later
+// request first. When that request gave everything back and the ledger forgot
+// the node, the earlier one, arriving after it, is stale: it must not bring
+// back the share the node gave up (a stopping node would hold it from the
+// others until its lease ran out).
+func TestLedgerDoesNotBringBackAForgottenNodeFromAnEarlierRequest(t *testing.T) {
+	l := newLedger(t0, testLease)
+	at := t0.Add(testLease)
+	a, b := &asker{id: node("a")}, &asker{id: node("b")}
+	if resp, _ := a.ask(l, at, 0, 0, 10); resp.Grant != 10 {
+		t.Fatalf("a alone: got %+v, want the whole budget", resp)
+	}
+	a.seq++
+	early := shareRequest{Route: "r", Node: a.id, Seq: a.seq, Budget: 10, Has: 10, Want: 10}
+	if resp, _ := a.ask(l, at, 0, 0, 0); resp.Grant != 0 {
+		t.Fatalf("a giving everything back: got %+v", resp)
+	}
+	if resp, _ := l.apply(at, early); !resp.Stale || resp.Grant != 0 {
+		t.Fatalf("a's earlier request after a was forgotten: got %+v, want stale with no grant", resp)
+	}
+	if resp, _ := b.ask(l, at, 0, 0, 10); resp.Grant != 10 {
+		t.Fatalf("b after a gave everything back: got %+v, want the whole budget", resp)
+	}
+	// A newer request of a's is served as a new node's, and after a lease the
+	// ledger no longer remembers a at all.
+	if resp, _ := a.ask(l, at.Add(testLease), 0, 0, 10); resp.Stale {
+		t.Fatalf("a's next request: got %+v, want it served", resp)
+	}
+	if len(l.forgotten) != 0 {
+		t.Fatalf("forgotten nodes left: %v", l.forgotten)
+	}
+}
