@@ -15,8 +15,10 @@ import (
 // wantConns asks the supervisor for permits while waiters outnumber the
 // connections being dialed, within MaxConnsPerRoute. Fresh waiters that find the
 // route full of idle, re-used connections make room by closing the oldest one.
+// A route above its fleet share (RoomWanted Shed) asks for none: it would
+// close the new connection as soon as it was dialed.
 func (r *Route) wantConns(ctx actor.Context) {
-	if r.closed {
+	if r.closed || r.shed {
 		return
 	}
 	if r.dialsH2() {
@@ -49,10 +51,10 @@ func (r *Route) wantConns(ctx actor.Context) {
 }
 
 // onPermit spawns a connection actor for a permit, unless nobody needs it any
-// more.
+// more or the route was told to shed since it asked.
 func (r *Route) onPermit(ctx actor.Context) {
 	r.permitsPending--
-	if r.closed || r.waiters.Len() <= r.dialing || len(r.conns) >= r.cfg.MaxConnsPerRoute {
+	if r.closed || r.shed || r.waiters.Len() <= r.dialing || len(r.conns) >= r.cfg.MaxConnsPerRoute {
 		ctx.Send(r.sup, &PermitReturned{From: r.self})
 		return
 	}

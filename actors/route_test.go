@@ -212,13 +212,22 @@ func TestRouteShedsFreedConnectionsAboveItsShareEvenWithWaiters(t *testing.T) {
 	waiting := p.ask(h)
 	p.sys.Root.Send(h.PID, &RoomWanted{Wanted: true, Shed: true})
 	p.release(h, true, ls[0])
-	if st := p.stats(h); st.ClosedBy[string(ReasonFleetShare)] != 1 || st.Pending+st.Dialing == 0 {
+	// Above its share the route dials nothing for its waiter: a new
+	// connection would be shed as soon as it was dialed.
+	if st := p.stats(h); st.ClosedBy[string(ReasonFleetShare)] != 1 || st.Open != 1 || st.Pending != 1 || st.Dialing != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	// Back under its share, a freed connection serves the waiter again.
+	if n := p.dialCount(); n != 2 {
+		t.Fatalf("%d dials above the share, want the first 2 only", n)
+	}
+	// Back under its share, the waiter is served: by the released
+	// connection or by a new dial, whichever the route has first.
 	p.sys.Root.Send(h.PID, &RoomWanted{})
 	p.release(h, true, ls[1])
-	if l := p.leased(waiting); !l.Reused && l.ConnID == ls[1].ConnID {
-		t.Fatalf("waiter got %+v", l)
+	if l := p.leased(waiting); l.ConnID == ls[0].ConnID {
+		t.Fatalf("waiter got the shed connection: %+v", l)
+	}
+	if st := p.stats(h); st.ClosedBy[string(ReasonFleetShare)] != 1 || st.Leased != 1 || st.Pending != 0 {
+		t.Fatalf("stats after the share came back %+v", st)
 	}
 }
