@@ -2,19 +2,56 @@ package actors
 
 import "time"
 
+// published is a plain copy of the values of RoutePublished; set is false
+// until the first publish, which stores every value (a restarted route actor
+// starts from zero, while its RoutePublished holds its predecessor's values).
+type published struct {
+	set                   bool
+	idle, pending, leased int32
+	lruIdleSince          int64
+	learnedIdle           int64
+	failFast              bool
+}
+
 // publish stores the counters readers outside the actor use (RoutePublished).
+// It runs after every message, and stores only what changed since the last
+// time: an atomic store is a full barrier on the cache line the supervisor
+// and the gauges read, and a message usually changes one or two counters.
 func (r *Route) publish() {
-	p := r.pub
-	p.Idle.Store(int32(len(r.idle)))
-	p.Pending.Store(int32(r.waiters.Len()))
-	p.Leased.Store(int32(len(r.conns) - len(r.idle) - r.dialing))
-	if len(r.idle) > 0 {
-		p.LRUIdleSince.Store(r.idle[0].idleSince.UnixNano())
-	} else {
-		p.LRUIdleSince.Store(0)
+	now := published{
+		set:         true,
+		idle:        int32(len(r.idle)),
+		pending:     int32(r.waiters.Len()),
+		leased:      int32(len(r.conns) - len(r.idle) - r.dialing),
+		failFast:    r.breaker.state == breakerOpen,
+		learnedIdle: int64(r.learner.closedAt),
 	}
-	p.FailFast.Store(r.breaker.state == breakerOpen)
-	p.LearnedIdle.Store(int64(r.learner.closedAt))
+	if len(r.idle) > 0 {
+		now.lruIdleSince = r.idle[0].idleSince.UnixNano()
+	}
+	was, p := r.shadow, r.pub
+	if !was.set {
+		was = published{idle: -1, pending: -1, leased: -1, lruIdleSince: -1, learnedIdle: -1, failFast: !now.failFast}
+	}
+	if now.idle != was.idle {
+		p.Idle.Store(now.idle)
+	}
+	if now.pending != was.pending {
+		p.Pending.Store(now.pending)
+	}
+	if now.leased != was.leased {
+		p.Leased.Store(now.leased)
+	}
+	if now.lruIdleSince != was.lruIdleSince {
+		p.LRUIdleSince.Store(now.lruIdleSince)
+	}
+	if now.failFast != was.failFast {
+		p.FailFast.Store(now.failFast)
+	}
+	if now.learnedIdle != was.learnedIdle {
+		p.LearnedIdle.Store(now.learnedIdle)
+	}
+	r.shadow = now
 }
 
 func (r *Route) stats() RouteStatsResponse {
@@ -32,7 +69,7 @@ func (r *Route) stats() RouteStatsResponse {
 	}
 	var oldestAge time.Duration
 	if !oldest.IsZero() {
-		oldestAge = r.cfg.Now().Sub(oldest)
+		oldestAge = r.clock().Sub(oldest)
 	}
 	var failUntil time.Time
 	if r.breaker.state == breakerOpen {
@@ -44,7 +81,7 @@ func (r *Route) stats() RouteStatsResponse {
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
 		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
 		QueueFull: r.queueFull, FailFast: r.breaker.state.String(), FailedFast: r.breaker.rejected,
-		LearnedIdle: r.learner.learned(r.cfg.Now()), Streams: r.streams(),
+		LearnedIdle: r.learner.learned(r.clock()), Streams: r.streams(),
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}

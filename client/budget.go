@@ -85,12 +85,13 @@ func (b *retryBudget) current(sec int64) *bucket {
 	return k
 }
 
-// request counts one request. A nil budget counts nothing.
-func (b *retryBudget) request() {
+// request counts one request, made at now (the request's start, which the
+// caller has read anyway). A nil budget counts nothing.
+func (b *retryBudget) request(now time.Time) {
 	if b == nil {
 		return
 	}
-	b.current(b.now().Unix()).requests.Add(1)
+	b.current(now.Unix()).requests.Add(1)
 }
 
 // allow reports whether one more replay fits the budget, and counts it if so.

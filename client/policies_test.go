@@ -276,7 +276,7 @@ func TestRetryBudgetCountsOverASlidingWindow(t *testing.T) {
 	b := newRetryBudget(RetryBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second})
 	b.now = func() time.Time { return now }
 	for i := 0; i < 200; i++ {
-		b.request()
+		b.request(now)
 	}
 	allowed := 0
 	for b.allow() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"time"
 
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn/h2"
@@ -52,12 +53,14 @@ func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, e
 		return nil, err
 	}
 	ctx := req.Context()
-	c.budget.request()
+	// One clock read per request: the retry budget counts the request in its
+	// second, and every wait says how long it waited from here.
+	lim := waitLimit{ctx: ctx, c: c, req: req, timeout: c.cfg.LeaseTimeout, started: time.Now()}
+	c.budget.request(lim.started)
 	// The span covers admission, the lease and the exchange; out is req, or a
 	// copy carrying the propagator's headers.
 	out, tel := c.tel.StartRequest(ctx, req, key.Scheme, key.Host, key.Port)
 	gz := c.wantsGzip(out)
-	lim := waitLimit{ctx: ctx, c: c, req: req, timeout: c.cfg.LeaseTimeout}
 	defer lim.stop()
 	if err := c.admit(&lim); err != nil {
 		closeBody(req)

@@ -19,7 +19,7 @@ type waitLimit struct {
 	req     *http.Request // named (its URL, redacted) by error messages
 	timeout time.Duration
 	timer   *time.Timer
-	started time.Time
+	started time.Time // the request's start: errors say how long it waited since
 }
 
 func (l *waitLimit) expiry() <-chan time.Time {
@@ -27,7 +27,6 @@ func (l *waitLimit) expiry() <-chan time.Time {
 		return nil
 	}
 	if l.timer == nil {
-		l.started = time.Now()
 		l.timer = time.NewTimer(l.timeout)
 	}
 	return l.timer.C
@@ -60,9 +59,6 @@ const (
 func await[T any](l *waitLimit, t *wait.Ticket[T], gone <-chan struct{}) (T, error, gaveUp) {
 	if v, err, ok := t.Result(); ok {
 		return v, err, served
-	}
-	if l.started.IsZero() {
-		l.started = time.Now()
 	}
 	why := served
 	select {
