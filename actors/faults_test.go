@@ -79,10 +79,46 @@ func TestASupervisorThatPanicsIsRestartedWithEveryRouteClosed(t *testing.T) {
 	if _, err := result(t, blocked); !errors.Is(err, ErrRouteClosed) {
 		t.Fatalf("waiter of a stopped route got %v", err)
 	}
-	eventually(t, "a new incarnation", func() bool { return p.inc.Load() != inc })
+	// The old incarnation ended for a restart: it names its successor, which
+	// is published by the time its channel closes.
+	next, restarting := inc.Successor()
+	if !restarting {
+		t.Fatal("the incarnation of a restarted supervisor has no successor")
+	}
+	select {
+	case <-next:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no successor 10s after the supervisor panicked")
+	}
+	now := p.inc.Load()
+	if now == inc {
+		t.Fatal("the successor was announced before it was published")
+	}
+	if _, ok := now.Successor(); ok {
+		t.Fatal("a live incarnation reports a successor")
+	}
 	c := p.route("c")
 	p.release(c, true, p.lease(c, 1)...) // MaxConnsTotal 1: the old places are free
 	if sst := p.supStats(); sst.Total != 1 {
 		t.Fatalf("new supervisor counts %d connections", sst.Total)
+	}
+}
+
+// A supervisor stopped for good (the client closing, or too many restarts)
+// leaves an incarnation without a successor: nobody waits for one.
+func TestAStoppedSupervisorsIncarnationHasNoSuccessor(t *testing.T) {
+	p := newPool(t, 1, 1)
+	p.route("a")
+	inc := p.inc.Load()
+	if err := p.sys.Root.StopFuture(p.sup).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inc.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("incarnation not done after the supervisor stopped")
+	}
+	if _, ok := inc.Successor(); ok {
+		t.Fatal("a stopped supervisor's incarnation reports a successor")
 	}
 }

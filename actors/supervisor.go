@@ -49,10 +49,34 @@ type SupervisorConfig struct {
 // instance fails (and is restarted) or stops. A RouteRequest sent to an
 // instance that fails while processing it is never answered; its waiter learns
 // it here.
-type Incarnation struct{ done chan struct{} }
+//
+// An incarnation ended by a restart has a successor, which closes the old
+// one's next channel once it has published itself (Successor): a request that
+// finds the supervisor restarting waits for the new instance, which answers
+// what was sent to the mailbox meanwhile, instead of failing.
+type Incarnation struct {
+	done       chan struct{}
+	next       chan struct{}
+	restarting atomic.Bool // set before done is closed, when the end is a restart
+}
+
+func newIncarnation() *Incarnation {
+	return &Incarnation{done: make(chan struct{}), next: make(chan struct{})}
+}
 
 // Done returns the channel closed at the end of the incarnation.
 func (i *Incarnation) Done() <-chan struct{} { return i.done }
+
+// Successor reports whether the incarnation ended for a restart, and then
+// returns a channel closed once the restarted supervisor has published its
+// own incarnation. An incarnation that is alive, or ended because the
+// supervisor stopped for good, has none (nil, false).
+func (i *Incarnation) Successor() (<-chan struct{}, bool) {
+	if !i.restarting.Load() {
+		return nil, false
+	}
+	return i.next, true
+}
 
 // RouteInlineBudget is how many messages a route actor processes on a sender's
 // goroutine when it was idle (see InlineMailbox): enough for a lease or a release
@@ -160,11 +184,11 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		s.cfg.Logger.Error("connactor: supervisor failed; restarting with every route closed")
 		s.closing = true // this instance is done; its routes stop
-		s.end()
+		s.end(true)
 		return
 	case *actor.Stopping:
 		s.closing = true
-		s.end()
+		s.end(false)
 		return
 	case *actor.Stopped:
 		return
@@ -179,8 +203,10 @@ type expiryTick struct{ now time.Time }
 
 func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
-	s.inc = &Incarnation{done: make(chan struct{})}
-	s.cfg.Incarnation.Store(s.inc)
+	s.inc = newIncarnation()
+	if prev := s.cfg.Incarnation.Swap(s.inc); prev != nil && prev.restarting.Load() {
+		close(prev.next) // its waiters go on with this incarnation
+	}
 	if s.cfg.Fleet != nil {
 		// Every share is 0 until told; after a restart, the keeper tells again.
 		ctx.Send(s.cfg.Fleet, &fleet.SharesRequest{})
@@ -219,12 +245,14 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 
 // end closes this incarnation: the ticker stops and RouteRequest waiters wake.
 // protoactor then stops the route actors, whose Terminated close their Done.
-func (s *Supervisor) end() {
+// restarting says a new instance follows (see Incarnation.Successor).
+func (s *Supervisor) end(restarting bool) {
 	if s.stopTicker != nil {
 		close(s.stopTicker)
 		s.stopTicker = nil
 	}
 	if s.inc != nil {
+		s.inc.restarting.Store(restarting)
 		close(s.inc.done)
 		s.inc = nil
 	}

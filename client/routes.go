@@ -20,8 +20,12 @@ func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, err
 			return h, nil
 		}
 	}
+	inc, why := c.incarnation(l)
+	if why != served {
+		return nil, l.waitErr(why, "its route")
+	}
 	var gone <-chan struct{}
-	if inc := c.inc.Load(); inc != nil {
+	if inc != nil {
 		gone = inc.Done()
 	}
 	t := &wait.Ticket[*actors.RouteHandle]{}
@@ -37,4 +41,31 @@ func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, err
 	}
 	c.routes.Store(key, h)
 	return h, nil
+}
+
+// incarnation returns the supervisor's current incarnation, waiting through a
+// restart: an incarnation that ended for one is followed by the restarted
+// instance's (Incarnation.Successor), which answers what was sent to the
+// supervisor meanwhile. Without the wait, every request in that window (the
+// old instance's routes stop first) failed with ErrSupervisorFailed.
+func (c *Client) incarnation(l *waitLimit) (*actors.Incarnation, gaveUp) {
+	for {
+		inc := c.inc.Load()
+		if inc == nil {
+			return nil, served
+		}
+		next, restarting := inc.Successor()
+		if !restarting {
+			return inc, served
+		}
+		select {
+		case <-next:
+		case <-l.ctx.Done():
+			return nil, byContext
+		case <-l.expiry():
+			return nil, byTimeout
+		case <-l.c.closed:
+			return nil, byClose
+		}
+	}
 }
