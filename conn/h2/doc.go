@@ -42,15 +42,16 @@
 // A Conn's limit is min(the peer's SETTINGS_MAX_CONCURRENT_STREAMS, the local
 // cap HTTP2Config.MaxConcurrentStreams), with 100 assumed until the peer's
 // SETTINGS arrive (golang/go#39389). Available is the limit minus the streams
-// in flight and reserved. Reserve a stream only for a caller ready to send now
-// (golang/go#70809): RoundTrip consumes the reservation, Release returns it.
+// in flight. The Conn keeps no reservations: its owner (a route actor) counts
+// the streams it leases against Limit, and RoundTrip takes a free stream or
+// fails with ErrNoStream.
 //
 // # Events
 //
 // Events are callbacks, called one at a time and in order, while the Conn holds
 // its lock: they must not block and must not call the Conn. StreamsChanged
 // reports a changed limit (the peer's SETTINGS), Draining that the connection
-// takes no new streams (a GOAWAY, two refused streams, or Drain), Closed that it
+// takes no new streams (a GOAWAY, or two refused streams), Closed that it
 // is gone, with a reason. Stream starts and ends are not events: the owner sees
 // them (RoundTrip, Done).
 //
