@@ -235,12 +235,13 @@ func (r *Route) closeDrained(ctx actor.Context, cs *connState, now time.Time) {
 	}
 }
 
+// onStreamsChanged hands the streams a connection's new limit frees to the
+// waiters; h2Room reads the limit from the connection itself (refreshH2).
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
 	cs := r.conns[m.ID]
 	if cs == nil || cs.h2 == nil {
 		return
 	}
-	cs.limit = m.Limit
 	if cs.phase != phaseDialing {
 		r.availableH2(ctx, cs, r.cfg.Now())
 	}
