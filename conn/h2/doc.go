@@ -58,8 +58,10 @@
 // # Use by the actors
 //
 // The connection actor dials (offering "h2" by ALPN), calls New, forwards the
-// events to its route as messages, and calls Drain or Close; it never waits on
-// a stream. A route actor leases streams: it counts its grants per connection
+// events to its route as messages, and closes the socket under the Conn when it
+// stops or its route aborts it (never waiting for a TLS alert): the engine's
+// read loop then fails its read and ends, the probe with it, and Closed follows.
+// It never waits on a stream. A route actor leases streams: it counts its grants per connection
 // against Streams.Limit, and the holder of a grant calls RoundTrip on its own
 // goroutine (Conn is safe for concurrent use; a mailbox would serialize
 // streams), then releases the grant from done, as for HTTP/1.1.
