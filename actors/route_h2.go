@@ -158,10 +158,13 @@ func (r *Route) retireReason(cs *connState, now time.Time) CloseReason {
 	return ""
 }
 
-// wantH2Conns asks for one permit when callers wait, every usable HTTP/2
-// connection is full (strict mode: none is usable), and no dial is under way.
+// wantH2Conns asks for one permit when callers wait, no dial is under way, and
+// every usable HTTP/2 connection that a waiter may take (LeaseRequest.Avoid)
+// is full (strict mode: none is usable). A connection with room first serves
+// the waiters that may take it: they queued behind one that avoids it, so
+// neither onLease nor a stream's end served them.
 func (r *Route) wantH2Conns(ctx actor.Context) {
-	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 { // one dial at a time, half-open breaker or not
+	if r.waiters.Len() == 0 {
 		return
 	}
 	now := r.cfg.Now()
@@ -170,12 +173,23 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 		if cs.h2 == nil {
 			continue
 		}
-		if r.h2Room(cs, now) > 0 || r.awaitsSettings(cs, cs.h2.Streams()) {
-			return // it has room, or will say how much: the waiters are being served
+		room := r.h2Room(cs, now) > 0
+		if room && r.waiterFor(cs) {
+			r.availableH2(ctx, cs, now)
+			room = r.h2Room(cs, now) > 0
+		}
+		if !r.waiterFor(cs) {
+			continue // every waiter avoids it (or none is left)
+		}
+		if room || r.awaitsSettings(cs, cs.h2.Streams()) {
+			return // it will say how much room it has: the waiters are being served
 		}
 		if !cs.draining {
 			usable++
 		}
+	}
+	if r.waiters.Len() == 0 || r.dialing+r.permitsPending > 0 { // one dial at a time, half-open breaker or not
+		return
 	}
 	if r.strict && usable > 0 {
 		return // StrictMaxConcurrentRequests: callers wait for a stream
@@ -187,12 +201,13 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 	ctx.Send(r.sup, &PermitRequest{From: r.self})
 }
 
-// availableH2 hands the free streams of cs to waiters in arrival order; a
-// connection left without streams becomes idle (or is closed for another
-// route's room, or because it drains).
+// availableH2 hands the free streams of cs to waiters in arrival order, but
+// not to one that avoids cs (a replay after it refused the request: it waits
+// for another connection, wantH2Conns); a connection left without streams
+// becomes idle (or is closed for another route's room, or because it drains).
 func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 	for r.h2Room(cs, now) > 0 {
-		_, w, ok := r.waiters.Pop()
+		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return w.req.Avoid != cs.id })
 		if !ok {
 			break
 		}
@@ -215,6 +230,14 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 	r.idleOrClose(ctx, cs, now, r.roomWanted)
 }
 
+// waiterFor reports whether a waiter may be leased a stream of cs: one that
+// does not avoid it. It looks no further than the first such waiter, the
+// oldest one as a rule.
+func (r *Route) waiterFor(cs *connState) bool {
+	_, _, ok := r.waiters.Find(func(w waiter) bool { return w.req.Avoid != cs.id })
+	return ok
+}
+
 // streamEnded releases one stream of cs, which then serves the next waiter,
 // goes idle, or, draining, closes with its last stream.
 func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
@@ -235,12 +258,13 @@ func (r *Route) closeDrained(ctx actor.Context, cs *connState, now time.Time) {
 	}
 }
 
+// onStreamsChanged hands the streams a connection's new limit frees to the
+// waiters; h2Room reads the limit from the connection itself (refreshH2).
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
 	cs := r.conns[m.ID]
 	if cs == nil || cs.h2 == nil {
 		return
 	}
-	cs.limit = m.Limit
 	if cs.phase != phaseDialing {
 		r.availableH2(ctx, cs, r.cfg.Now())
 	}

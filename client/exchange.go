@@ -82,7 +82,8 @@ func (x *exchange) lease(l *waitLimit, key route.Key, fresh bool, avoid uint64) 
 	}
 	if x.tel != nil {
 		info := telemetry.LeaseInfo{Waited: lease.Waited, QueuePos: lease.QueuePos, Reused: lease.Reused,
-			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS}
+			IdleTime: lease.IdleTime, Dial: lease.Dial.Took, Connect: lease.Dial.Connect, TLS: lease.Dial.TLS,
+			HTTP2: lease.H2 != nil}
 		if lease.NetConn != nil {
 			info.PeerAddr = lease.NetConn.RemoteAddr()
 		}

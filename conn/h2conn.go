@@ -39,7 +39,7 @@ func (c *Actor) startH2(m *dialResult) {
 	ev.start()
 	nc := c.nc
 	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect,
-		TLS: m.tls, NetConn: nc, TLSState: tlsState(nc), H2: hc, Streams: hc.Streams().Limit})
+		TLS: m.tls, NetConn: nc, TLSState: tlsState(nc), H2: hc})
 }
 
 // h2Events carries an HTTP/2 connection's events to its route. The
@@ -60,7 +60,7 @@ func newH2Events(c *Actor) *h2Events { return &h2Events{c: c, wake: make(chan st
 func (e *h2Events) callbacks() h2.Events {
 	id := e.c.id
 	return h2.Events{
-		StreamsChanged: func(s h2.Streams) { e.push(&StreamsChanged{ID: id, Limit: s.Limit}, false) },
+		StreamsChanged: func(h2.Streams) { e.push(&StreamsChanged{ID: id}, false) },
 		Draining:       func(r h2.Reason) { e.push(&DrainStarted{ID: id, Reason: string(r)}, false) },
 		Closed:         func(r h2.Reason, err error) { e.push(&H2Closed{ID: id, Reason: string(r), Err: err}, true) },
 	}

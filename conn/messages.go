@@ -27,16 +27,16 @@ type Dialed struct {
 	NetConn  net.Conn
 	TLSState *tls.ConnectionState
 	// H2 is set when the connection speaks HTTP/2: the route leases its
-	// streams, up to Streams at first (StreamsChanged updates it).
-	H2      *h2.Conn
-	Streams int
+	// streams, up to the limit H2.Streams reports.
+	H2 *h2.Conn
 }
 
 // StreamsChanged is sent by an HTTP/2 connection actor to its route when the
-// connection's stream limit changed (the server's SETTINGS). No reply.
+// connection's stream limit changed (the server's SETTINGS). No reply. The
+// route reads the new limit from the connection (h2.Conn.Streams), which may
+// be newer than any message.
 type StreamsChanged struct {
-	ID    uint64
-	Limit int
+	ID uint64
 }
 
 // DrainStarted is sent by an HTTP/2 connection actor to its route when the

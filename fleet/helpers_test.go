@@ -159,7 +159,11 @@ func startTestKeeper(t *testing.T, sys *actor.ActorSystem, g *localGrains, clock
 	cfg.now = clock.now
 	cfg.noTicker = true
 	renewals := make(chan Renewal, 1000)
-	cfg.OnRenewal = func(r Renewal) { renewals <- r }
+	if hook := cfg.OnRenewal; hook != nil { // the test's own hook runs first
+		cfg.OnRenewal = func(r Renewal) { hook(r); renewals <- r }
+	} else {
+		cfg.OnRenewal = func(r Renewal) { renewals <- r }
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}

@@ -148,11 +148,15 @@ func (a *keeperActor) step(ctx actor.Context, r *routeShare, now time.Time) {
 	if sentAt := r.sentAt; r.abandon(now, &a.p) && a.cfg.OnRenewal != nil {
 		a.cfg.OnRenewal(Renewal{Route: r.route, Took: now.Sub(sentAt), Err: fmt.Errorf("%w (after %v)", ErrCallTimeout, a.p.callTimeout)})
 	}
-	if r.due(now, &a.p) {
-		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
-	}
 	if a.releasing {
-		return
+		return // the release calls were the last: nothing starts after them
+	}
+	if r.due(now, &a.p) {
+		a.k.startMu.Lock()
+		if !a.k.stopping.Load() { // Stop has begun: only the release calls start
+			a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
+		}
+		a.k.startMu.Unlock()
 	}
 	share, _ := r.share(now, a.floor())
 	if share != r.told {
@@ -176,7 +180,7 @@ func (a *keeperActor) node(ctx actor.Context) nodeID {
 }
 
 // call runs one grain call on a goroutine owned by the Keeper's workers; its
-// end comes back as a callEnded message.
+// end comes back as a callEnded message. The caller holds startMu.
 func (a *keeperActor) call(ctx actor.Context, req shareRequest) {
 	k, g, timeout := a.k, a.cfg.granter, a.p.callTimeout
 	self, root := ctx.Self(), ctx.ActorSystem().Root
@@ -198,9 +202,22 @@ func (a *keeperActor) call(ctx actor.Context, req shareRequest) {
 
 // onRelease gives every share back: each route with something the grain
 // counts gets a last call that wants and has nothing (it still reports what
-// it holds: the grain counts that until the lease expires).
+// it holds: the grain counts that until the lease expires). These are the
+// keeper's last calls: from here on it starts none (step). It makes none
+// when Stop gave up on the release before it got here, nor a second time.
 func (a *keeperActor) onRelease(ctx actor.Context, m *releaseRequest) {
+	defer close(m.done)
+	if a.releasing {
+		return
+	}
 	a.releasing = true
+	k := a.k
+	k.startMu.Lock()
+	defer k.startMu.Unlock()
+	if k.skipRelease {
+		return // Stop returned already
+	}
+	k.releaseBegun = true
 	now := a.cfg.now()
 	for _, r := range a.routes {
 		if r.grainCounts() == 0 && r.has(now) == 0 {
@@ -210,7 +227,6 @@ func (a *keeperActor) onRelease(ctx actor.Context, m *releaseRequest) {
 		r.inFlight = false // an answer to an earlier call no longer matters
 		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
 	}
-	close(m.done)
 }
 
 func (a *keeperActor) snapshot() Snapshot {

@@ -37,6 +37,7 @@ type Request struct {
 	active    bool // counted in http.client.active_requests
 	durations bool // http.client.request.duration enabled
 	errType   string
+	h2        bool         // the latest lease was an HTTP/2 stream (LeaseGranted)
 	parts     atomic.Int32 // Responded and ExchangeDone still to come
 }
 
@@ -52,6 +53,10 @@ type LeaseInfo struct {
 	// server's, or the proxy's when the request goes through one. It becomes
 	// the span's network.peer.address and network.peer.port; nil sets neither.
 	PeerAddr net.Addr
+	// HTTP2 reports that the lease is a stream of an HTTP/2 connection: the
+	// request's network.protocol.version is "2" from then on, on its span and
+	// in its metrics, also when it fails (a response's own version wins).
+	HTTP2 bool
 }
 
 // clientKind is the start option of every client span (allocated once).
@@ -134,9 +139,18 @@ func (t *Telemetry) inject(ctx context.Context, req *http.Request) *http.Request
 // LeaseGranted adds the span events of one attempt's lease: the pool wait (with
 // its duration and queue position), the dial and TLS handshake of a new
 // connection, or the re-use of a pooled one; and the connection's peer address
-// (a retry's lease replaces the first one's).
+// and protocol (a retry's lease replaces the first one's).
 func (r *Request) LeaseGranted(l LeaseInfo) {
-	if r == nil || !r.recording {
+	if r == nil {
+		return
+	}
+	if l.HTTP2 != r.h2 {
+		r.h2 = l.HTTP2
+		if r.recording {
+			r.span.SetAttributes(semconv.NetworkProtocolVersion(r.leaseProtocol()))
+		}
+	}
+	if !r.recording {
 		return
 	}
 	if host, port, ok := splitAddr(l.PeerAddr); ok {
@@ -259,7 +273,7 @@ func (r *Request) Failed(err error) {
 		r.span.SetStatus(codes.Error, err.Error())
 	}
 	if r.durations {
-		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, "1.1", 0, et))
+		r.t.reqDuration.Inst().Record(r.ctx, time.Since(r.start).Seconds(), r.route.durationOpt(r.method, r.leaseProtocol(), 0, et))
 	}
 	if r.t.log.Enabled(r.ctx, slog.LevelDebug) {
 		r.t.log.LogAttrs(r.ctx, slog.LevelDebug, "connactor: request failed",
@@ -387,6 +401,15 @@ func splitAddr(a net.Addr) (host string, port int, ok bool) {
 	}
 	port, _ = strconv.Atoi(p)
 	return h, port, true
+}
+
+// leaseProtocol is network.protocol.version before a response says it: the
+// latest lease's, "1.1" when it was no HTTP/2 stream or there was none.
+func (r *Request) leaseProtocol() string {
+	if r.h2 {
+		return "2"
+	}
+	return "1.1"
 }
 
 // protocolVersion is network.protocol.version: "1.1", "1.0" or "2".

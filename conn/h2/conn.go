@@ -55,8 +55,7 @@ type Events struct {
 	// Draining reports, once, that the connection takes no new streams: the
 	// server sent GOAWAY (ReasonGoAway; streams at or below its last stream id
 	// finish, the others fail with ErrRefused), it refused two streams
-	// (ReasonRefused), or the owner called Drain (ReasonLocal). The connection
-	// closes when its last stream ends.
+	// (ReasonRefused). The connection closes when its last stream ends.
 	Draining func(Reason)
 	// Closed reports, once, that the connection is closed, why, and the error
 	// behind it when there is one: the socket's read error, the GOAWAY's error
@@ -76,7 +75,7 @@ const (
 	// ReasonRefused: the server refused two streams with REFUSED_STREAM after its
 	// SETTINGS arrived, and the connection retired itself (OkHttp's rule).
 	ReasonRefused Reason = "refused"
-	// ReasonLocal: the owner called Drain or Close.
+	// ReasonLocal: the owner called Close.
 	ReasonLocal Reason = "local"
 	// ReasonPingTimeout: the health check's PING was not answered within
 	// HTTP2Config.PingTimeout.
@@ -97,9 +96,9 @@ type Streams struct {
 	// assumed.
 	Settings bool
 	// Active counts streams started by RoundTrip and not over yet (Done not
-	// called); Reserved, streams reserved and not started.
-	Active, Reserved int
-	// Available is Limit-Active-Reserved, and 0 once draining or closed.
+	// called).
+	Active int
+	// Available is Limit-Active, and 0 once draining or closed.
 	Available int
 	// Draining and Closed are set once Draining and Closed were reported.
 	Draining, Closed bool
@@ -107,8 +106,8 @@ type Streams struct {
 
 // Conn is one HTTP/2 client connection. Its methods are safe for concurrent use.
 // Only RoundTrip (for its response head) and Close (for the socket's close)
-// wait for the network; Reserve, Release, Streams and Drain are cheap enough
-// for a caller that must not block.
+// wait for the network; Streams is cheap enough for a caller that must not
+// block.
 type Conn struct {
 	cc       *http2.ClientConn
 	ev       Events
@@ -122,7 +121,6 @@ type Conn struct {
 	peerMax  int        // the peer's MAX_CONCURRENT_STREAMS, assumedStreams until settings
 	settings bool
 	active   int
-	reserved int
 	refused  int    // REFUSED_STREAM resets seen
 	draining Reason // "" while the connection takes new streams
 	closed   Reason // "" until Closed was reported
@@ -168,46 +166,6 @@ func (c *Conn) Streams() Streams {
 	return c.snapshotLocked()
 }
 
-// Reserve takes one stream for a caller that is about to call RoundTrip, and
-// reports false when none is available (full, draining or closed). Reserve only
-// for a caller ready to send now: a reservation held by a waiter starves others
-// (golang/go#70809). Every true is followed by exactly one RoundTrip or Release.
-func (c *Conn) Reserve() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.availableLocked() == 0 {
-		return false
-	}
-	c.reserved++
-	return true
-}
-
-// Release returns a reservation that will not be used. It panics without one.
-func (c *Conn) Release() {
-	c.mu.Lock()
-	if c.reserved == 0 {
-		c.mu.Unlock()
-		panic("h2: internal error: Release without Reserve")
-	}
-	c.reserved--
-	idle := c.drainedLocked()
-	c.mu.Unlock()
-	if idle {
-		c.cc.Close()
-	}
-}
-
-// Drain stops the connection from taking new streams (retirement: MaxLifetime,
-// eviction, MaxRequestsPerConn); it reports Draining(ReasonLocal), and the
-// connection closes as soon as its last stream ends, at once when it has none.
-// It does not block; later calls do nothing.
-func (c *Conn) Drain() {
-	if c.startDraining(ReasonLocal) {
-		c.cc.SetDoNotReuse()
-	}
-	c.closeIfDrained()
-}
-
 // Close closes the connection now: streams in flight fail, and Closed is
 // reported with ReasonLocal unless it was already. It waits for the Conn's
 // probe goroutine; the engine's read loop ends on its own as the socket closes.
@@ -235,7 +193,7 @@ func (c *Conn) availableLocked() int {
 	if c.draining != "" || c.closed != "" {
 		return 0
 	}
-	return max(0, c.limitLocked()-c.active-c.reserved)
+	return max(0, c.limitLocked()-c.active)
 }
 
 func (c *Conn) snapshotLocked() Streams {
@@ -243,22 +201,18 @@ func (c *Conn) snapshotLocked() Streams {
 		Limit:     c.limitLocked(),
 		Settings:  c.settings,
 		Active:    c.active,
-		Reserved:  c.reserved,
 		Available: c.availableLocked(),
 		Draining:  c.draining != "",
 		Closed:    c.closed != "",
 	}
 }
 
-// startStream takes a stream for RoundTrip: the caller's reservation, or a free
-// stream. It reports false when there is neither.
+// startStream takes a free stream for RoundTrip. It reports false when there
+// is none.
 func (c *Conn) startStream() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.reserved > 0:
-		c.reserved--
-	case c.availableLocked() == 0:
+	if c.availableLocked() == 0 {
 		return false
 	}
 	c.active++
@@ -281,10 +235,10 @@ func (c *Conn) endStream() {
 	}
 }
 
-// drainedLocked reports a draining connection with nothing in flight or
-// reserved, which the caller closes (outside the lock: closing reports Closed).
+// drainedLocked reports a draining connection with nothing in flight, which
+// the caller closes (outside the lock: closing reports Closed).
 func (c *Conn) drainedLocked() bool {
-	return c.draining != "" && c.closed == "" && c.active == 0 && c.reserved == 0
+	return c.draining != "" && c.closed == "" && c.active == 0
 }
 
 // closeIfDrained closes a draining connection that has nothing in flight.

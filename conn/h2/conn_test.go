@@ -39,9 +39,6 @@ func TestConnCarries100ConcurrentStreamsOnOneConnection(t *testing.T) {
 	addrs := make([]string, n)
 	errs := make([]error, n)
 	for i := range n {
-		if !c.Reserve() {
-			t.Fatalf("Reserve %d failed on a fresh connection: %+v", i, c.Streams())
-		}
 		wg.Add(1)
 		go func() { // owned by the test: wg
 			defer wg.Done()
@@ -76,7 +73,7 @@ func TestConnCarries100ConcurrentStreamsOnOneConnection(t *testing.T) {
 	if got := done.Load(); got != n {
 		t.Errorf("Done fired %d times, want %d", got, n)
 	}
-	if s := c.Streams(); s.Active != 0 || s.Reserved != 0 {
+	if s := c.Streams(); s.Active != 0 || s.Available != s.Limit {
 		t.Errorf("after all bodies closed: %+v", s)
 	}
 }
@@ -94,33 +91,14 @@ func TestConnAssumes100StreamsUntilTheServersSettingsArrive(t *testing.T) {
 	if s.Limit != 100 || s.Settings || s.Available != 100 {
 		t.Fatalf("before the server's SETTINGS: %+v, want 100 assumed", s)
 	}
-	for i := range 100 {
-		if !c.Reserve() {
-			t.Fatalf("Reserve %d failed before SETTINGS", i)
-		}
-	}
-	if c.Reserve() {
-		t.Fatal("a 101st stream was reserved")
-	}
-	for range 100 {
-		c.Release()
-	}
 
 	gate.Release()
 	got := waitFor(t, rec.streams, "StreamsChanged after the SETTINGS")
 	if got.Limit != 4 || !got.Settings || got.Available != 4 {
 		t.Fatalf("StreamsChanged %+v, want the server's 4", got)
 	}
-	for i := range 4 {
-		if !c.Reserve() {
-			t.Fatalf("Reserve %d failed after SETTINGS: %+v", i, c.Streams())
-		}
-	}
-	if c.Reserve() {
-		t.Fatalf("a 5th stream was reserved on a 4-stream server: %+v", c.Streams())
-	}
-	for range 4 {
-		c.Release()
+	if s := c.Streams(); s.Limit != 4 || s.Available != 4 {
+		t.Fatalf("after the SETTINGS: %+v, want the server's 4", s)
 	}
 }
 
@@ -192,11 +170,9 @@ func TestConnCapsStreamsAtTheLocalMaxConcurrentStreams(t *testing.T) {
 	if got.Limit != 2 || !got.Settings {
 		t.Fatalf("StreamsChanged %+v, want min(4, 2)", got)
 	}
-	if !c.Reserve() || !c.Reserve() || c.Reserve() {
-		t.Fatalf("want exactly 2 reservations: %+v", c.Streams())
+	if s := c.Streams(); s.Available != 2 {
+		t.Fatalf("want exactly 2 streams available: %+v", s)
 	}
-	c.Release()
-	c.Release()
 }
 
 func TestRoundTripFailsWithoutAStreamAndNothingIsSent(t *testing.T) {
@@ -215,17 +191,16 @@ func TestRoundTripFailsWithoutAStreamAndNothingIsSent(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPost, ts.URL, nil)
 	_, err = c.RoundTrip(req, nil)
 	assertNotSent(t, err, ErrNoStream)
-	if c.Reserve() {
-		t.Error("Reserve succeeded on a full connection")
+	if s := c.Streams(); s.Available != 0 {
+		t.Errorf("a full connection has streams available: %+v", s)
 	}
 	first.Body.Close()
 	if got := served.Load(); got != 1 {
 		t.Errorf("server served %d requests, want 1", got)
 	}
-	if !c.Reserve() {
-		t.Errorf("Reserve failed once the stream ended: %+v", c.Streams())
+	if s := c.Streams(); s.Available != 1 {
+		t.Errorf("no stream available once the stream ended: %+v", s)
 	}
-	c.Release()
 }
 
 func TestResponseIsHTTP2WithTLSState(t *testing.T) {

@@ -42,23 +42,26 @@
 // A Conn's limit is min(the peer's SETTINGS_MAX_CONCURRENT_STREAMS, the local
 // cap HTTP2Config.MaxConcurrentStreams), with 100 assumed until the peer's
 // SETTINGS arrive (golang/go#39389). Available is the limit minus the streams
-// in flight and reserved. Reserve a stream only for a caller ready to send now
-// (golang/go#70809): RoundTrip consumes the reservation, Release returns it.
+// in flight. The Conn keeps no reservations: its owner (a route actor) counts
+// the streams it leases against Limit, and RoundTrip takes a free stream or
+// fails with ErrNoStream.
 //
 // # Events
 //
 // Events are callbacks, called one at a time and in order, while the Conn holds
 // its lock: they must not block and must not call the Conn. StreamsChanged
 // reports a changed limit (the peer's SETTINGS), Draining that the connection
-// takes no new streams (a GOAWAY, two refused streams, or Drain), Closed that it
+// takes no new streams (a GOAWAY, or two refused streams), Closed that it
 // is gone, with a reason. Stream starts and ends are not events: the owner sees
 // them (RoundTrip, Done).
 //
 // # Use by the actors
 //
 // The connection actor dials (offering "h2" by ALPN), calls New, forwards the
-// events to its route as messages, and calls Drain or Close; it never waits on
-// a stream. A route actor leases streams: it counts its grants per connection
+// events to its route as messages, and closes the socket under the Conn when it
+// stops or its route aborts it (never waiting for a TLS alert): the engine's
+// read loop then fails its read and ends, the probe with it, and Closed follows.
+// It never waits on a stream. A route actor leases streams: it counts its grants per connection
 // against Streams.Limit, and the holder of a grant calls RoundTrip on its own
 // goroutine (Conn is safe for concurrent use; a mailbox would serialize
 // streams), then releases the grant from done, as for HTTP/1.1.

@@ -74,8 +74,8 @@ func TestGoAwayRefusesStreamsAboveTheLastStreamIDAndDrains(t *testing.T) {
 			t.Errorf("%s (at or below the last stream id): %v", p, err)
 		}
 	}
-	if c.Reserve() {
-		t.Error("a draining connection reserved a stream")
+	if s := c.Streams(); s.Available != 0 {
+		t.Errorf("a draining connection has streams available: %+v", s)
 	}
 	got := waitFor(t, rec.closed, "Closed once the last stream ended")
 	if got.reason != ReasonGoAway {
@@ -219,8 +219,8 @@ func TestRefusedStreamIsSafeToRetryAndASecondRetiresTheConnection(t *testing.T) 
 	if got := waitFor(t, rec.draining, "Draining after the second refusal"); got != ReasonRefused {
 		t.Errorf("Draining(%q), want refused", got)
 	}
-	if c.Reserve() {
-		t.Error("a retired connection reserved a stream")
+	if s := c.Streams(); s.Available != 0 {
+		t.Errorf("a retired connection has streams available: %+v", s)
 	}
 	got := waitFor(t, rec.closed, "Closed of the idle retired connection")
 	if got.reason != ReasonRefused || got.err != nil {
@@ -248,40 +248,6 @@ func TestServerCloseWithoutGoAwayIsReported(t *testing.T) {
 	}
 	_, _, err := get(t, c, "http://"+addr+"/")
 	assertNotSent(t, err, ErrNoStream)
-}
-
-func TestDrainClosesWhenTheLastStreamEnds(t *testing.T) {
-	ts, _ := startH2(t, nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, "ok")
-	}))
-	rec := newRecorder()
-	c := newConn(t, dialH2(t, ts, ts.Listener.Addr().String()), Options{}, rec)
-	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
-	resp, err := c.RoundTrip(req, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Drain()
-	if got := waitFor(t, rec.draining, "Draining"); got != ReasonLocal {
-		t.Errorf("Draining(%q), want local", got)
-	}
-	if c.Reserve() {
-		t.Error("a draining connection reserved a stream")
-	}
-	select {
-	case ev := <-rec.closed:
-		t.Fatalf("Closed(%q) with a stream still open", ev.reason)
-	default:
-	}
-	b, err := io.ReadAll(resp.Body) // the open stream finishes normally
-	resp.Body.Close()
-	if err != nil || string(b) != "ok" {
-		t.Fatalf("body %q, %v", b, err)
-	}
-	got := waitFor(t, rec.closed, "Closed")
-	if got.reason != ReasonLocal || got.err != nil {
-		t.Errorf("Closed(%q, %v), want local", got.reason, got.err)
-	}
 }
 
 func TestCloseFailsOpenStreamsAndReportsLocal(t *testing.T) {

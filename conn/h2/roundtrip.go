@@ -7,10 +7,10 @@ import (
 )
 
 // RoundTrip sends req on one stream and returns when the response head has
-// arrived; the body streams from the connection. It takes the caller's
-// reservation (Reserve), or a free stream, and fails at once with ErrNoStream
-// when there is neither: it never waits for a stream of its own accord (the
-// engine may, after the peer lowered its limit under StrictMaxConcurrentRequests).
+// arrived; the body streams from the connection. It takes a free stream, and
+// fails at once with ErrNoStream when there is none: it never waits for a
+// stream of its own accord (the engine may, after the peer lowered its limit
+// under StrictMaxConcurrentRequests).
 //
 // The request's context bounds the whole stream, body included; its end resets
 // that stream only (RST_STREAM CANCEL), never the connection. The httptrace
