@@ -358,6 +358,8 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 		r.learner.serverClosed(cs.lastIdle, now) // the server closed it within that idle time
 	}
 	switch {
+	case m.Failed:
+		r.closeConn(ctx, cs, ReasonError) // as onTerminated, if it came first, would
 	case !m.Reusable:
 		r.closeConn(ctx, cs, ReasonNotReusable)
 	case r.closed:

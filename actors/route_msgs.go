@@ -77,12 +77,16 @@ type DialTiming struct {
 // whether the connection may serve another request; Idle caps how long it may
 // stay idle (the server's Keep-Alive timeout, 0 = not announced); Stale says
 // the connection turned out to be closed by the server when it was leased
-// (the route learns the server's idle timeout from it). Each lease sends its
-// own Released, never changed after it is sent.
+// (the route learns the server's idle timeout from it); Failed says the
+// connection actor failed during the exchange (conn.ErrConnActorFailed), so
+// the close is recorded as an error whichever of this and the actor's
+// Terminated reaches the route first. Each lease sends its own Released,
+// never changed after it is sent.
 type Released struct {
 	ConnID   uint64
 	Reusable bool
 	Stale    bool
+	Failed   bool
 	Idle     time.Duration
 }
 

@@ -112,7 +112,9 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 		r = x.answer()
 	}
 	if r.Err != nil {
-		x.release(false, errors.Is(r.Err, conn.ErrStaleConn), 0)
+		x.released = actors.Released{ConnID: x.got.ConnID, Stale: errors.Is(r.Err, conn.ErrStaleConn),
+			Failed: errors.Is(r.Err, conn.ErrConnActorFailed)}
+		x.c.sys.Root.Send(x.route.PID, &x.released)
 		return nil, r.Err
 	}
 	if r.Resp.TLS == nil {
