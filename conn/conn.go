@@ -139,6 +139,7 @@ type Actor struct {
 	pending *ExchangeRequest
 
 	cancelDial context.CancelFunc
+	dialing    bool                     // a dial runs: from startDial to its dialResult
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
 	stopped    atomic.Bool
 
@@ -170,6 +171,11 @@ func (c *Actor) Receive(ctx actor.Context) {
 		c.onExchange(m)
 	case *WatchIdle:
 		c.onWatchIdle()
+	case *RecycleRequest:
+		c.onRecycle(ctx)
+	case *DialRequest:
+		c.id, c.life = m.ID, m.Life
+		c.startDial()
 	case *actor.Stopping:
 		c.onStopping()
 	case *actor.Stopped, *actor.Restarting:
@@ -180,6 +186,13 @@ func (c *Actor) Receive(ctx actor.Context) {
 
 func (c *Actor) onStarted(ctx actor.Context) {
 	c.sys, c.self, c.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
+	c.startDial()
+}
+
+// startDial dials the actor's socket on a dial worker, which reports back
+// with a dialResult.
+func (c *Actor) startDial() {
+	c.dialing = true
 	dctx, cancel := context.WithTimeout(c.life, c.opt.DialTimeout)
 	c.cancelDial = cancel
 	sys, self, k, opt := c.sys, c.self, c.key, c.opt
@@ -202,6 +215,7 @@ func (c *Actor) onStarted(ctx actor.Context) {
 }
 
 func (c *Actor) onDialResult(m *dialResult) {
+	c.dialing = false
 	if m.err != nil {
 		c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Err: m.err, Took: m.took})
 		return
@@ -284,11 +298,16 @@ func (c *Actor) fireWatch() {
 		err = errUnsolicited
 	}
 	c.watchErr = err
+	// What the report needs is read before watchDone: once it is signalled,
+	// the actor may be recycled for another socket (onRecycle) and change id.
+	sys, parent, id := c.sys, c.parent, c.id
 	c.watchDone <- struct{}{}
 	if !interrupted && !c.stopped.Load() {
 		// The route closes it. When the actor is stopping, its own Stopping
-		// closed the socket and the route may be gone: nothing to report.
-		c.sys.Root.Send(c.parent, &IdleBroken{ID: c.id, Err: err})
+		// closed the socket and the route may be gone: nothing to report. A
+		// report for a recycled actor's previous socket carries that socket's
+		// ID, which the route no longer knows.
+		sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
 	}
 }
 
