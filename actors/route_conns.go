@@ -61,7 +61,12 @@ func (r *Route) onPermit(ctx actor.Context) {
 	}
 	r.nextID++
 	id := r.nextID
-	pid := ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
+	pid := r.spares.take()
+	if pid != nil {
+		ctx.Send(pid, &conn.DialRequest{ID: id, Life: r.dialLife()})
+	} else {
+		pid = ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
+	}
 	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1,
 		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand())}
 	r.conns[id] = cs
@@ -177,7 +182,8 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 }
 
 // closeConn closes a connection's socket now (Abort is a non-blocking close),
-// stops its actor and tells the supervisor the place is free.
+// recycles or stops its actor (see spareConns) and tells the supervisor the
+// place is free.
 func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) {
 	if cs.idleIdx >= 0 {
 		r.removeIdle(cs)
@@ -191,8 +197,13 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	if cs.abort != nil {
 		cs.abort()
 	}
-	if !r.closed {
-		ctx.Stop(cs.pid) // when the route stops, protoactor stops its children itself
+	if !r.closed { // when the route stops, protoactor stops its children itself
+		if cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
+			r.spares.recycling = append(r.spares.recycling, cs.pid)
+			ctx.Send(cs.pid, recycle)
+		} else {
+			ctx.Stop(cs.pid)
+		}
 	}
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
@@ -208,40 +219,14 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
 }
 
-// onTerminated handles a connection actor that stopped on its own (a panic).
+// onTerminated handles a connection actor that stopped on its own (a panic),
+// or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
 		r.closeConn(ctx, cs, ReasonError)
+		return
 	}
-}
-
-func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
-	idle := now.Sub(cs.idleSince)
-	switch {
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime, true
-	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
-		return ReasonKeepAlive, true
-	case r.cfg.MaxIdleTime > 0 && idle >= r.cfg.MaxIdleTime:
-		return ReasonIdleExpired, true
-	}
-	if d := r.learner.retireAfter(now); d > 0 && idle >= d {
-		return ReasonLearnedIdle, true
-	}
-	return "", false
-}
-
-// dialLife is the context of the next dial: the client's lifetime, carrying the
-// httptrace hooks of the waiter the dial is for (the oldest one that no dial in
-// progress covers yet), so that ConnectStart, TLSHandshakeStart and friends reach
-// the request that caused the dial, as in net/http.
-func (r *Route) dialLife() context.Context {
-	i := 0
-	_, w, ok := r.waiters.Find(func(waiter) bool { i++; return i > r.dialing })
-	if !ok || w.req.Trace == nil {
-		return r.cfg.Life
-	}
-	return httptrace.WithClientTrace(r.cfg.Life, w.req.Trace)
+	r.spares.gone(m.Who)
 }
 
 // spareConns are the route's connection actors that hold no socket: when a
@@ -306,4 +291,33 @@ func drop(pids *[]*actor.PID, pid *actor.PID) bool {
 		}
 	}
 	return false
+}
+
+func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
+	idle := now.Sub(cs.idleSince)
+	switch {
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
+		return ReasonLifetime, true
+	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
+		return ReasonKeepAlive, true
+	case r.cfg.MaxIdleTime > 0 && idle >= r.cfg.MaxIdleTime:
+		return ReasonIdleExpired, true
+	}
+	if d := r.learner.retireAfter(now); d > 0 && idle >= d {
+		return ReasonLearnedIdle, true
+	}
+	return "", false
+}
+
+// dialLife is the context of the next dial: the client's lifetime, carrying the
+// httptrace hooks of the waiter the dial is for (the oldest one that no dial in
+// progress covers yet), so that ConnectStart, TLSHandshakeStart and friends reach
+// the request that caused the dial, as in net/http.
+func (r *Route) dialLife() context.Context {
+	i := 0
+	_, w, ok := r.waiters.Find(func(waiter) bool { i++; return i > r.dialing })
+	if !ok || w.req.Trace == nil {
+		return r.cfg.Life
+	}
+	return httptrace.WithClientTrace(r.cfg.Life, w.req.Trace)
 }
