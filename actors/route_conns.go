@@ -212,8 +212,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	if reason != ReasonDialFailed {
 		r.closedN++
 		r.closedBy[string(reason)]++
-		age := r.cfg.Now().Sub(cs.created)
-		r.recentCloses.add(ClosedConn{At: r.cfg.Now(), Reason: reason, Age: age, Served: cs.served})
+		now := r.cfg.Now()
+		age := now.Sub(cs.created)
+		r.recentCloses.add(ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
 		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
 	}
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
