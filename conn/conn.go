@@ -196,21 +196,25 @@ func (c *Actor) startDial() {
 	dctx, cancel := context.WithTimeout(c.life, c.opt.DialTimeout)
 	c.cancelDial = cancel
 	sys, self, k, opt := c.sys, c.self, c.key, c.opt
+	// Filled by the dial worker alone, then sent: the dial's times and socket
+	// need no allocation of their own.
+	res := &dialResult{}
 	opt.dials.run(opt, c.life, func() { // on a dial worker (owned by the client); bounded by DialTimeout and Close
 		defer cancel()
 		start := time.Now()
-		var times dialTimes
-		nc, err := dialTimed(dctx, k, opt, &times)
+		nc, err := dialTimed(dctx, k, opt, &res.dialTimes)
 		if err == nil {
-			c.dialed.Store(&nc)
+			res.nc = nc
+			c.dialed.Store(&res.nc)
 			if c.stopped.Load() {
-				if c.dialed.CompareAndSwap(&nc, nil) {
+				if c.dialed.CompareAndSwap(&res.nc, nil) {
 					nc.Close()
 				}
 				return
 			}
 		}
-		sys.Root.Send(self, &dialResult{err: err, took: time.Since(start), connect: times.connect, tls: times.tls})
+		res.err, res.took = err, time.Since(start)
+		sys.Root.Send(self, res)
 	})
 }
 

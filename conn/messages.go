@@ -139,10 +139,13 @@ type ExchangeResponse struct {
 	Early error
 }
 
-// dialResult is sent by the dial goroutine to its own connection actor.
+// dialResult is sent by the dial goroutine to its own connection actor. The
+// socket itself is handed over through Actor.dialed (which points at nc).
 type dialResult struct {
-	err                error
-	took, connect, tls time.Duration
+	err  error
+	took time.Duration
+	dialTimes
+	nc net.Conn
 }
 
 // RecycleRequest is sent by the route actor to a connection actor whose
