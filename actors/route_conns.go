@@ -198,7 +198,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 		cs.abort()
 	}
 	if !r.closed { // when the route stops, protoactor stops its children itself
-		if cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		if cs.phase != phaseDialing && cs.h2 == nil && cs.pid != r.spares.terminated && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
 			ctx.Send(cs.pid, recycle)
 		} else {
@@ -224,7 +224,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
+		r.spares.terminated = cs.pid // closeConn must not recycle it
 		r.closeConn(ctx, cs, ReasonError)
+		r.spares.terminated = nil
 		return
 	}
 	r.spares.gone(m.Who)
@@ -241,6 +243,9 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 type spareConns struct {
 	pids      []*actor.PID // recycled (RecycleResponse), ready for a DialRequest
 	recycling []*actor.PID // sent a RecycleRequest, not answered yet
+	// terminated is the actor whose Terminated the route is handling (nil
+	// otherwise): its connection closes, and it cannot be recycled.
+	terminated *actor.PID
 }
 
 // maxSpareConns bounds the spare connection actors of a route.

@@ -79,13 +79,7 @@ func TestRouteKeepsAFewSpareConnectionActorsAndStopsTheRest(t *testing.T) {
 // wait on it (whether its Terminated arrives before the dial is sent to it
 // or after).
 func TestRouteForgetsASpareConnectionActorThatFailed(t *testing.T) {
-	p := newPool(t, 1, 1, func(cfg *SupervisorConfig) {
-		cfg.Route.Conn.Fault = func(kind string, msg any) {
-			if c, ok := msg.(*crashNow); ok && c.kind == kind {
-				panic("injected " + kind + " failure")
-			}
-		}
-	})
+	p := newPool(t, 1, 1, crashConns)
 	h := p.route("a")
 	old := p.lease(h, 1)[0]
 	p.release(h, false, old)
@@ -101,5 +95,34 @@ func TestRouteForgetsASpareConnectionActorThatFailed(t *testing.T) {
 	}
 	if sst := p.supStats(); sst.Total != 1 {
 		t.Fatalf("supervisor counts %d connections, want 1", sst.Total)
+	}
+}
+
+// crashConns makes connection actors panic on crashNow{kind: "conn"}.
+func crashConns(cfg *SupervisorConfig) {
+	cfg.Route.Conn.Fault = func(kind string, msg any) {
+		if c, ok := msg.(*crashNow); ok && c.kind == kind {
+			panic("injected " + kind + " failure")
+		}
+	}
+}
+
+// A connection actor that fails while its connection is leased is closed
+// (ReasonError) and never taken for a spare: the route's next closed
+// connection is recycled as usual.
+func TestRouteNeverRecyclesAConnectionActorThatFailed(t *testing.T) {
+	p := newPool(t, 1, 1, crashConns)
+	h := p.route("a")
+	failed := p.lease(h, 1)[0]
+	p.sys.Root.Send(failed.Conn, &crashNow{kind: "conn"})
+	eventually(t, "the failed connection closed", func() bool { return p.stats(h).ClosedBy[string(ReasonError)] == 1 })
+	l := p.lease(h, 1)[0]
+	if l.Conn.Id == failed.Conn.Id {
+		t.Fatal("the failed actor was given a connection")
+	}
+	p.release(h, false, l)
+	p.settle(h)
+	if next := p.lease(h, 1)[0]; next.Conn.Id != l.Conn.Id {
+		t.Fatalf("the next connection has actor %s, want the recycled %s", next.Conn.Id, l.Conn.Id)
 	}
 }
