@@ -115,6 +115,8 @@ type Route struct {
 	idle    []*connState // LRU first, MRU last
 	waiters WaitQueue[waiter]
 
+	spares spareConns // connection actors without a socket (route_conns.go)
+
 	dialing, permitsPending int
 	nextID                  uint64
 	closed                  bool
@@ -199,6 +201,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
+	case *conn.RecycleResponse:
+		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:
 		r.onStreamsChanged(ctx, m)
 	case *conn.DrainStarted:

@@ -379,6 +379,7 @@ func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 // sockets are closed: protoactor stopped its connection actors first; so the
 // keeper hears that the route holds nothing (also when the client closes or
 // the supervisor restarts: protoactor delivers its children's Terminated).
+// The permits it still had queued leave the queue (dropQueued).
 func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	e := s.byID[m.Who.Id]
 	if e == nil {
@@ -398,12 +399,32 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if e.evicting {
 		s.evicting--
 	}
+	if e.queued > 0 {
+		s.dropQueued(m.Who.Id)
+		e.queued = 0
+	}
 	s.total -= e.held
 	if s.hostHeld[e.host] -= e.held; s.hostHeld[e.host] <= 0 {
 		delete(s.hostHeld, e.host)
 	}
 	e.held = 0
 	s.fleetRouteStopped(ctx, e)
+}
+
+// dropQueued takes the permits a stopped route still had queued out of the
+// queue: left there, the first of them would make room (evict, or want room
+// of other routes) for a route that no longer exists. It costs a pass over the
+// queue, once per stopped route that had permits queued.
+func (s *Supervisor) dropQueued(id string) {
+	var ids []uint64
+	s.permits.Each(func(n uint64, pid *actor.PID) {
+		if pid.Id == id {
+			ids = append(ids, n)
+		}
+	})
+	for _, n := range ids {
+		s.permits.Remove(n)
+	}
 }
 
 func (s *Supervisor) onExpiryTick(ctx actor.Context) {

@@ -139,6 +139,7 @@ type Actor struct {
 	pending *ExchangeRequest
 
 	cancelDial context.CancelFunc
+	dialing    bool                     // a dial runs: from startDial to its dialResult
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
 	stopped    atomic.Bool
 
@@ -170,6 +171,11 @@ func (c *Actor) Receive(ctx actor.Context) {
 		c.onExchange(m)
 	case *WatchIdle:
 		c.onWatchIdle()
+	case *RecycleRequest:
+		c.onRecycle(ctx)
+	case *DialRequest:
+		c.id, c.life = m.ID, m.Life
+		c.startDial()
 	case *actor.Stopping:
 		c.onStopping()
 	case *actor.Stopped, *actor.Restarting:
@@ -180,28 +186,40 @@ func (c *Actor) Receive(ctx actor.Context) {
 
 func (c *Actor) onStarted(ctx actor.Context) {
 	c.sys, c.self, c.parent = ctx.ActorSystem(), ctx.Self(), ctx.Parent()
+	c.startDial()
+}
+
+// startDial dials the actor's socket on a dial worker, which reports back
+// with a dialResult.
+func (c *Actor) startDial() {
+	c.dialing = true
 	dctx, cancel := context.WithTimeout(c.life, c.opt.DialTimeout)
 	c.cancelDial = cancel
 	sys, self, k, opt := c.sys, c.self, c.key, c.opt
+	// Filled by the dial worker alone, then sent: the dial's times and socket
+	// need no allocation of their own.
+	res := &dialResult{}
 	opt.dials.run(opt, c.life, func() { // on a dial worker (owned by the client); bounded by DialTimeout and Close
 		defer cancel()
 		start := time.Now()
-		var times dialTimes
-		nc, err := dialTimed(dctx, k, opt, &times)
+		nc, err := dialTimed(dctx, k, opt, &res.dialTimes)
 		if err == nil {
-			c.dialed.Store(&nc)
+			res.nc = nc
+			c.dialed.Store(&res.nc)
 			if c.stopped.Load() {
-				if c.dialed.CompareAndSwap(&nc, nil) {
+				if c.dialed.CompareAndSwap(&res.nc, nil) {
 					nc.Close()
 				}
 				return
 			}
 		}
-		sys.Root.Send(self, &dialResult{err: err, took: time.Since(start), connect: times.connect, tls: times.tls})
+		res.err, res.took = err, time.Since(start)
+		sys.Root.Send(self, res)
 	})
 }
 
 func (c *Actor) onDialResult(m *dialResult) {
+	c.dialing = false
 	if m.err != nil {
 		c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Err: m.err, Took: m.took})
 		return
@@ -284,11 +302,16 @@ func (c *Actor) fireWatch() {
 		err = errUnsolicited
 	}
 	c.watchErr = err
+	// What the report needs is read before watchDone: once it is signalled,
+	// the actor may be recycled for another socket (onRecycle) and change id.
+	sys, parent, id := c.sys, c.parent, c.id
 	c.watchDone <- struct{}{}
 	if !interrupted && !c.stopped.Load() {
 		// The route closes it. When the actor is stopping, its own Stopping
-		// closed the socket and the route may be gone: nothing to report.
-		c.sys.Root.Send(c.parent, &IdleBroken{ID: c.id, Err: err})
+		// closed the socket and the route may be gone: nothing to report. A
+		// report for a recycled actor's previous socket carries that socket's
+		// ID, which the route no longer knows.
+		sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
 	}
 }
 

@@ -1,10 +1,13 @@
 package conn
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
@@ -136,8 +139,36 @@ type ExchangeResponse struct {
 	Early error
 }
 
-// dialResult is sent by the dial goroutine to its own connection actor.
+// dialResult is sent by the dial goroutine to its own connection actor. The
+// socket itself is handed over through Actor.dialed (which points at nc).
 type dialResult struct {
-	err                error
-	took, connect, tls time.Duration
+	err  error
+	took time.Duration
+	dialTimes
+	nc net.Conn
+}
+
+// RecycleRequest is sent by the route actor to a connection actor whose
+// connection it has closed (its socket aborted, its ID forgotten), instead of
+// stopping it: the actor drops everything of that socket and answers
+// RecycleResponse to its parent, ready for a DialRequest, the cheap way to a
+// new connection of the same route (no spawn, no stop). An actor that cannot
+// be re-used safely (its buffers still lent to a response body or a request
+// writer, an HTTP/2 connection, a dial in flight) stops itself instead: the
+// parent sees its Terminated and no RecycleResponse.
+type RecycleRequest struct{}
+
+// RecycleResponse answers a RecycleRequest: PID, the answering actor, holds
+// no socket and waits for a DialRequest. Nothing of its previous socket
+// reaches the parent afterwards but events carrying that socket's ID (a late
+// IdleBroken), which the parent no longer knows.
+type RecycleResponse struct{ PID *actor.PID }
+
+// DialRequest is sent by the route actor to a recycled connection actor (see
+// RecycleRequest): dial a new socket, numbered ID (unique within the route,
+// never that of an earlier socket), bounded by Life as Props' life. Answered
+// with Dialed, as for a new actor.
+type DialRequest struct {
+	ID   uint64
+	Life context.Context
 }

@@ -3,6 +3,7 @@ package conn
 import (
 	"net"
 	"reflect"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -87,6 +88,11 @@ func newSocketProbe(sc syscall.Conn, layered bool) *idleProbe {
 
 var netConnType = reflect.TypeFor[net.Conn]()
 
+// embeddedConns caches, per struct type, the indexes of its exported embedded
+// net.Conn fields (none for most types): a type's fields are walked once, not
+// at every dial.
+var embeddedConns sync.Map // reflect.Type -> []int
+
 // unwrapConn returns the connection nc wraps, or nil.
 func unwrapConn(nc net.Conn) net.Conn {
 	if w, ok := nc.(interface{ NetConn() net.Conn }); ok {
@@ -98,11 +104,20 @@ func unwrapConn(nc net.Conn) net.Conn {
 	}
 	v = v.Elem()
 	t := v.Type()
-	for i := range t.NumField() {
-		if f := t.Field(i); f.Anonymous && f.IsExported() && f.Type == netConnType {
-			if inner, ok := v.Field(i).Interface().(net.Conn); ok && inner != nil {
-				return inner
+	var fields []int
+	if f, ok := embeddedConns.Load(t); ok {
+		fields = f.([]int)
+	} else {
+		for i := range t.NumField() {
+			if f := t.Field(i); f.Anonymous && f.IsExported() && f.Type == netConnType {
+				fields = append(fields, i)
 			}
+		}
+		embeddedConns.Store(t, fields)
+	}
+	for _, i := range fields {
+		if inner, ok := v.Field(i).Interface().(net.Conn); ok && inner != nil {
+			return inner
 		}
 	}
 	return nil

@@ -1,0 +1,128 @@
+package actors
+
+import (
+	"testing"
+
+	"github.com/connactor/connactor/conn"
+)
+
+// settle returns once h has handled everything sent to it so far and what
+// that made its connection actors answer: the first stats round trip orders
+// the messages sent before it, the second the RecycleResponses they caused.
+func (p *pool) settle(h *RouteHandle) RouteStatsResponse {
+	p.stats(h)
+	return p.stats(h)
+}
+
+// A connection that closes leaves its actor to the route's next dial: the new
+// connection has an ID of its own on the same actor, and an event of the old
+// connection (its ID) arriving late touches nothing.
+func TestRouteRecyclesTheActorOfAClosedConnectionForItsNextDial(t *testing.T) {
+	p := newPool(t, 1, 1)
+	h := p.route("a")
+	old := p.lease(h, 1)[0]
+	p.release(h, false, old)
+	p.settle(h)
+	l := p.lease(h, 1)[0]
+	if l.Reused || l.ConnID == old.ConnID {
+		t.Fatalf("second lease: conn %d (reused %v) after conn %d; want a new connection", l.ConnID, l.Reused, old.ConnID)
+	}
+	if l.Conn.Id != old.Conn.Id {
+		t.Fatalf("the second connection has actor %s, want the recycled %s", l.Conn.Id, old.Conn.Id)
+	}
+	if n := p.dialCount(); n != 2 {
+		t.Fatalf("%d dials, want 2", n)
+	}
+	p.release(h, true, l)
+	p.sys.Root.Send(h.PID, &conn.IdleBroken{ID: old.ConnID, Err: errRefused}) // the old socket's watcher, late
+	st := p.settle(h)
+	if st.Idle != 1 || st.Open != 1 || st.Closed != 1 {
+		t.Fatalf("after a late event of the old connection: idle %d, open %d, closed %d; want 1, 1, 1", st.Idle, st.Open, st.Closed)
+	}
+	if sst := p.supStats(); sst.Total != 1 {
+		t.Fatalf("supervisor counts %d connections, want 1", sst.Total)
+	}
+	again := p.lease(h, 1)[0]
+	if !again.Reused || again.ConnID != l.ConnID {
+		t.Fatalf("lease after the late event: conn %d (reused %v), want the idle conn %d", again.ConnID, again.Reused, l.ConnID)
+	}
+}
+
+// A route keeps at most maxSpareConns actors without a socket: the actors of
+// further closed connections stop, and dials beyond the spares spawn.
+func TestRouteKeepsAFewSpareConnectionActorsAndStopsTheRest(t *testing.T) {
+	const n = maxSpareConns + 2
+	p := newPool(t, n, n)
+	h := p.route("a")
+	first := p.lease(h, n)
+	old := map[string]bool{}
+	for _, l := range first {
+		old[l.Conn.Id] = true
+	}
+	p.release(h, false, first...)
+	p.settle(h)
+	recycled := 0
+	for _, l := range p.lease(h, n) {
+		if old[l.Conn.Id] {
+			recycled++
+		}
+	}
+	if recycled != maxSpareConns {
+		t.Fatalf("%d of %d new connections on recycled actors, want %d", recycled, n, maxSpareConns)
+	}
+	if sst := p.supStats(); sst.Total != n {
+		t.Fatalf("supervisor counts %d connections, want %d", sst.Total, n)
+	}
+}
+
+// A spare connection actor that fails is forgotten: the next dial does not
+// wait on it (whether its Terminated arrives before the dial is sent to it
+// or after).
+func TestRouteForgetsASpareConnectionActorThatFailed(t *testing.T) {
+	p := newPool(t, 1, 1, crashConns)
+	h := p.route("a")
+	old := p.lease(h, 1)[0]
+	p.release(h, false, old)
+	p.settle(h)
+	p.sys.Root.Send(old.Conn, &crashNow{kind: "conn"})
+	l := p.lease(h, 1)[0]
+	if l.Conn.Id == old.Conn.Id {
+		t.Fatal("the failed actor was given a connection")
+	}
+	p.release(h, true, l)
+	if st := p.settle(h); st.Idle != 1 || st.Open != 1 {
+		t.Fatalf("idle %d, open %d; want 1, 1", st.Idle, st.Open)
+	}
+	if sst := p.supStats(); sst.Total != 1 {
+		t.Fatalf("supervisor counts %d connections, want 1", sst.Total)
+	}
+}
+
+// crashConns makes connection actors panic on crashNow{kind: "conn"}.
+func crashConns(cfg *SupervisorConfig) {
+	cfg.Route.Conn.Fault = func(kind string, msg any) {
+		if c, ok := msg.(*crashNow); ok && c.kind == kind {
+			panic("injected " + kind + " failure")
+		}
+	}
+}
+
+// A connection actor that fails while its connection is leased is closed
+// (ReasonError) and never taken for a spare: the route's next closed
+// connection is recycled as usual.
+func TestRouteNeverRecyclesAConnectionActorThatFailed(t *testing.T) {
+	p := newPool(t, 1, 1, crashConns)
+	h := p.route("a")
+	failed := p.lease(h, 1)[0]
+	p.sys.Root.Send(failed.Conn, &crashNow{kind: "conn"})
+	eventually(t, "the failed connection closed", func() bool { return p.stats(h).ClosedBy[string(ReasonError)] == 1 })
+	l := p.lease(h, 1)[0]
+	if l.Conn.Id == failed.Conn.Id {
+		t.Fatal("the failed actor was given a connection")
+	}
+	p.release(h, false, l)
+	p.settle(h)
+	if next := p.lease(h, 1)[0]; next.Conn.Id != l.Conn.Id {
+		t.Fatalf("the next connection has actor %s, want the recycled %s", next.Conn.Id, l.Conn.Id)
+	}
+}

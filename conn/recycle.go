@@ -1,0 +1,67 @@
+package conn
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Recycling: a connection actor whose connection closed can serve the next
+// socket of its route (RecycleRequest, then DialRequest), which spares the
+// route a spawn and a stop per dial: props, a PID and a registry entry, a
+// mailbox, Started, and Stopping, Stopped and Terminated (BenchmarkDial in
+// actors/). Nothing of the old socket may reach the new one: the actor is
+// recycled only when nobody outside Receive holds its state (no dial
+// running, nothing lent), the idle watcher is waited for, and every field of
+// the socket is reset (TestRecycledConnectionActorKeepsNothingOfItsSocket
+// checks the list).
+
+// onRecycle closes the socket (the route aborted it already) and resets the
+// actor for another one, or stops the actor when it cannot be re-used.
+func (c *Actor) onRecycle(ctx actor.Context) {
+	if c.dialing || c.h2 != nil || c.pending != nil || c.lent.Load() != 0 || c.dialed.Load() != nil {
+		ctx.Stop(c.self) // onStopping cleans up as for any stop
+		return
+	}
+	if c.cancelDial != nil {
+		c.cancelDial()
+	}
+	if c.nc != nil {
+		closeRaw(c.nc)
+	}
+	if c.watchTimer != nil {
+		c.watchTimer.Stop()
+		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
+			<-c.watchDone // the socket is closed: its peek has returned or returns now
+			c.watchState.Store(watchOff)
+		}
+	}
+	if c.br != nil {
+		putReader(c.br)
+		putWriter(c.bw)
+	}
+	c.resetSocket()
+	ctx.Send(c.parent, &RecycleResponse{PID: c.self})
+}
+
+// resetSocket forgets everything of the actor's socket. What it keeps is what
+// does not belong to one socket: the route's key and options, the actor's
+// place in the actor system, the idle watch's timer and channel (reused, as
+// across idle periods of one socket; the watch is off), and the atomics,
+// whose values are those of an actor with no socket.
+func (c *Actor) resetSocket() {
+	c.id, c.life = 0, nil
+	c.nc, c.rd, c.wr = nil, nil, nil
+	c.rdv = countingReader{}
+	c.wrv.w, c.wrv.err = nil, nil
+	c.wrv.n.Store(0)
+	c.br, c.bw = nil, nil
+	c.head = headWriter{}
+	c.proxyAuth, c.proxyAuthKnown = "", false
+	c.served = 0
+	c.probe = nil
+	c.h2 = nil
+	c.pending = nil
+	c.cancelDial = nil
+	c.dialing = false
+	c.watchErr = nil
+	c.broken = false
+}

@@ -1,0 +1,234 @@
+package conn
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
+)
+
+// recycleFixture runs one connection actor, dialed to a local listener that
+// answers every request with a short response, under a parent that forwards
+// what the actor reports. The test holds the *Actor to look at its fields
+// between messages.
+type recycleFixture struct {
+	sys      *actor.ActorSystem
+	a        *Actor
+	pid      *actor.PID
+	ln       net.Listener
+	life     context.Context
+	dialed   chan *Dialed
+	recycled chan *RecycleResponse
+	gone     chan *actor.PID
+	wg       sync.WaitGroup
+}
+
+func newRecycleFixture(t *testing.T) *recycleFixture {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &recycleFixture{ln: ln, dialed: make(chan *Dialed, 1), recycled: make(chan *RecycleResponse, 1),
+		gone: make(chan *actor.PID, 1)}
+	var servers []net.Conn
+	var mu sync.Mutex
+	f.wg.Add(1)
+	go func() { // owned by f.wg: ends when the listener closes
+		defer f.wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			servers = append(servers, nc)
+			mu.Unlock()
+			f.wg.Add(1)
+			go func() { // owned by f.wg: ends when the connection closes
+				defer f.wg.Done()
+				br := bufio.NewReader(nc)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	opt := &Options{DialTimeout: 5 * time.Second, MaxResponseHeaderBytes: 1 << 20,
+		Go: func(fn func()) {
+			f.wg.Add(1)
+			go func() { // owned by f.wg, waited for in cleanup
+				defer f.wg.Done()
+				fn()
+			}()
+		},
+		Logger: slog.New(slog.DiscardHandler)}
+	life, cancel := context.WithCancel(context.Background())
+	f.life = life
+	f.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return opt.Logger }))
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	key := route.Key{Scheme: "http", Host: host, Port: port}
+	spawned := make(chan *actor.PID, 1)
+	parent := f.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			spawned <- ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+				f.a = &Actor{id: 1, key: key, opt: opt, life: life}
+				return f.a
+			}, actor.WithMailbox(connMailbox)))
+		case *Dialed:
+			f.dialed <- m
+		case *RecycleResponse:
+			f.recycled <- m
+		case *actor.Terminated:
+			f.gone <- m.Who
+		}
+	}))
+	f.pid = <-spawned
+	t.Cleanup(func() {
+		f.sys.Root.StopFuture(parent).Wait()
+		cancel()
+		ln.Close()
+		mu.Lock()
+		for _, nc := range servers {
+			nc.Close()
+		}
+		mu.Unlock()
+		f.wg.Wait()
+		f.sys.Shutdown()
+	})
+	return f
+}
+
+func (f *recycleFixture) waitDialed(t *testing.T, id uint64) *Dialed {
+	t.Helper()
+	select {
+	case d := <-f.dialed:
+		if d.Err != nil || d.ID != id {
+			t.Fatalf("Dialed %d, %v; want %d, no error", d.ID, d.Err, id)
+		}
+		return d
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Dialed in 10s")
+	}
+	return nil
+}
+
+// get runs one GET on the actor; read says whether the body is read to its end.
+func (f *recycleFixture) get(t *testing.T, reused, read bool) (ExchangeResponse, chan bool) {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://example.test/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool, 1)
+	reply := &wait.Ticket[ExchangeResponse]{}
+	f.sys.Root.Send(f.pid, &ExchangeRequest{Req: req, Reused: reused, Reply: reply,
+		Done: EnderFunc(func(reusable bool, _ time.Duration) { done <- reusable })})
+	select {
+	case <-reply.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer to the exchange in 10s")
+	}
+	r, _, _ := reply.Result()
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if read {
+		io.Copy(io.Discard, r.Resp.Body)
+		r.Resp.Body.Close()
+		if !<-done {
+			t.Fatal("a complete exchange was not reusable")
+		}
+	}
+	return r, done
+}
+
+// recycleKeeps are the fields of Actor a recycled actor keeps: they belong to
+// the actor, not to one socket. Every other field must be zero after a
+// recycle: a field added to Actor must be reset in resetSocket, or listed here
+// with the reason it may outlive its socket.
+var recycleKeeps = map[string]bool{
+	"key": true, "opt": true, // the route's
+	"sys": true, "self": true, "parent": true, // the actor's place
+	"watchTimer": true, "watchDone": true, // reused across sockets as across idle periods
+	"lent": true, "dialed": true, "stopped": true, "watchState": true, // atomics, checked by value
+}
+
+// A connection actor recycled after its connection closed keeps nothing of
+// that socket, and serves the next socket of its route like a new actor.
+func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
+	f := newRecycleFixture(t)
+	first := f.waitDialed(t, 1)
+	f.get(t, false, true)
+	f.get(t, true, true)
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	first.Abort() // as the route's closeConn does
+	f.sys.Root.Send(f.pid, &RecycleRequest{})
+	select {
+	case m := <-f.recycled:
+		if m.PID.Id != f.pid.Id {
+			t.Fatalf("RecycleResponse from %s, want %s", m.PID.Id, f.pid.Id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no RecycleResponse in 10s")
+	}
+	v := reflect.ValueOf(f.a).Elem()
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if !recycleKeeps[name] && !v.Field(i).IsZero() {
+			t.Errorf("field %s of a recycled actor is not reset", name)
+		}
+	}
+	if f.a.lent.Load() != 0 || f.a.dialed.Load() != nil || f.a.stopped.Load() || f.a.watchState.Load() != watchOff {
+		t.Errorf("recycled actor: lent %d, dialed %v, stopped %v, watch %d; want 0, nil, false, off",
+			f.a.lent.Load(), f.a.dialed.Load(), f.a.stopped.Load(), f.a.watchState.Load())
+	}
+
+	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
+	second := f.waitDialed(t, 2)
+	if second.NetConn == first.NetConn {
+		t.Fatal("the recycled actor kept its old socket")
+	}
+	if r, _ := f.get(t, false, true); r.Resp.StatusCode != 200 {
+		t.Fatalf("status %d on the new socket", r.Resp.StatusCode)
+	}
+	if _, err := first.NetConn.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the first socket is still open")
+	}
+}
+
+// A connection actor whose buffers are still lent (a response body nobody has
+// read or closed) cannot be recycled: it stops instead.
+func TestConnectionActorWithALentBodyStopsInsteadOfRecycling(t *testing.T) {
+	f := newRecycleFixture(t)
+	d := f.waitDialed(t, 1)
+	r, _ := f.get(t, false, false) // the body holds the connection's reader
+	d.Abort()
+	f.sys.Root.Send(f.pid, &RecycleRequest{})
+	select {
+	case who := <-f.gone:
+		if who.Id != f.pid.Id {
+			t.Fatalf("Terminated of %s, want %s", who.Id, f.pid.Id)
+		}
+	case m := <-f.recycled:
+		t.Fatalf("recycled (%v) while its body was lent", m.PID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the actor neither stopped nor answered in 10s")
+	}
+	r.Resp.Body.Close()
+}
