@@ -198,7 +198,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 		cs.abort()
 	}
 	if !r.closed { // when the route stops, protoactor stops its children itself
-		if cs.phase != phaseDialing && cs.h2 == nil && cs.pid != r.spares.terminated && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		// An actor that failed (ReasonError: its Terminated, or a Released
+		// that says so) is stopped, never recycled.
+		if reason != ReasonError && cs.phase != phaseDialing && cs.h2 == nil && cs.pid != r.spares.terminated && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
 			ctx.Send(cs.pid, recycle)
 		} else {
