@@ -67,7 +67,7 @@ func (r *Route) onPermit(ctx actor.Context) {
 	} else {
 		pid = ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
 	}
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.cfg.Now(), idleIdx: -1,
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1,
 		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand())}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
@@ -99,7 +99,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, m.Took)
-	r.available(ctx, cs, r.cfg.Now())
+	r.available(ctx, cs, r.clock())
 }
 
 // dialFailed closes a failed dial. The oldest waiter still waiting learns
@@ -113,7 +113,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 	}
 	r.tel.DialFailed(r.name, m.Err, m.Took)
 	r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
-	now := r.cfg.Now()
+	now := r.clock()
 	if r.breaker.dialFailed(now, r.rand()) {
 		r.cfg.Logger.Warn("connactor: route fails fast: its dials keep failing", "route", r.name,
 			"consecutive_failures", r.breaker.failures, "until", r.breaker.until.Sub(now).Round(time.Millisecond), "err", m.Err)
@@ -143,7 +143,7 @@ func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	if cs == nil || cs.phase != phaseIdle {
 		return // leased meanwhile: the exchange finds out and fails as stale
 	}
-	now := r.cfg.Now()
+	now := r.clock()
 	r.learner.serverClosed(now.Sub(cs.idleSince), now)
 	r.closeConn(ctx, cs, ReasonServerClosed)
 }
@@ -200,7 +200,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	if !r.closed { // when the route stops, protoactor stops its children itself
 		// An actor that failed (ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.
-		if reason != ReasonError && cs.phase != phaseDialing && cs.h2 == nil && cs.pid != r.spares.terminated && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		if reason != ReasonError && cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
 			ctx.Send(cs.pid, recycle)
 		} else {
@@ -214,7 +214,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	if reason != ReasonDialFailed {
 		r.closedN++
 		r.closedBy[string(reason)]++
-		now := r.cfg.Now()
+		now := r.clock()
 		age := now.Sub(cs.created)
 		r.recentCloses.add(ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
 		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
@@ -226,9 +226,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
-		r.spares.terminated = cs.pid // closeConn must not recycle it
-		r.closeConn(ctx, cs, ReasonError)
-		r.spares.terminated = nil
+		r.closeConn(ctx, cs, ReasonError) // never recycled: it stopped
 		return
 	}
 	r.spares.gone(m.Who)
@@ -245,9 +243,6 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 type spareConns struct {
 	pids      []*actor.PID // recycled (RecycleResponse), ready for a DialRequest
 	recycling []*actor.PID // sent a RecycleRequest, not answered yet
-	// terminated is the actor whose Terminated the route is handling (nil
-	// otherwise): its connection closes, and it cannot be recycled.
-	terminated *actor.PID
 }
 
 // maxSpareConns bounds the spare connection actors of a route.
