@@ -60,7 +60,7 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	if r.proto != protoH2 {
 		return nil
 	}
-	now := r.cfg.Now()
+	now := r.clock()
 	var best *connState
 	bestRoom := 0
 	for _, cs := range r.conns {
@@ -167,7 +167,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 	if r.waiters.Len() == 0 {
 		return
 	}
-	now := r.cfg.Now()
+	now := r.clock()
 	usable := 0
 	for _, cs := range r.conns {
 		if cs.h2 == nil {
@@ -243,7 +243,7 @@ func (r *Route) waiterFor(cs *connState) bool {
 func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
 	cs.streams--
 	cs.served++
-	r.availableH2(ctx, cs, r.cfg.Now())
+	r.availableH2(ctx, cs, r.clock())
 }
 
 // closeDrained closes a draining connection whose last stream ended, when the
@@ -266,7 +266,7 @@ func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
 		return
 	}
 	if cs.phase != phaseDialing {
-		r.availableH2(ctx, cs, r.cfg.Now())
+		r.availableH2(ctx, cs, r.clock())
 	}
 }
 

@@ -354,11 +354,18 @@ func (c *Actor) onStopping() {
 	if p := c.dialed.Swap(nil); p != nil {
 		(*p).Close()
 	}
+	c.dropSocket()
+}
+
+// dropSocket closes the socket at once, waits for a running idle watcher (the
+// socket is closed, so its peek has returned or returns now), and gives the
+// buffers back to the pool when nobody outside Receive holds them (and nobody
+// will: no exchange starts after Stopping, or after a recycle). Called inside
+// Receive (onStopping, onRecycle).
+func (c *Actor) dropSocket() {
 	if c.nc != nil {
 		closeRaw(c.nc) // on the route's (or a sender's) goroutine: never wait for a TLS alert
 	}
-	// Wait for a running watcher: the socket is closed, so its peek has returned
-	// or returns now.
 	if c.watchTimer != nil {
 		c.watchTimer.Stop()
 		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
@@ -367,8 +374,6 @@ func (c *Actor) onStopping() {
 		}
 	}
 	if c.br != nil && c.lent.Load() == 0 {
-		// Nobody outside Receive holds them (and nobody will: no exchange
-		// starts after Stopping): the next connection's.
 		putReader(c.br)
 		putWriter(c.bw)
 		c.br, c.bw = nil, nil

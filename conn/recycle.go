@@ -21,23 +21,7 @@ func (c *Actor) onRecycle(ctx actor.Context) {
 		ctx.Stop(c.self) // onStopping cleans up as for any stop
 		return
 	}
-	if c.cancelDial != nil {
-		c.cancelDial()
-	}
-	if c.nc != nil {
-		closeRaw(c.nc)
-	}
-	if c.watchTimer != nil {
-		c.watchTimer.Stop()
-		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
-			<-c.watchDone // the socket is closed: its peek has returned or returns now
-			c.watchState.Store(watchOff)
-		}
-	}
-	if c.br != nil {
-		putReader(c.br)
-		putWriter(c.bw)
-	}
+	c.dropSocket() // nothing is lent (checked above): the buffers go back
 	c.resetSocket()
 	ctx.Send(c.parent, &RecycleResponse{PID: c.self})
 }
