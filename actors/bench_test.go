@@ -35,10 +35,7 @@ func leaseRelease(b *testing.B, p *pool, h *RouteHandle) {
 	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
 	p.sys.Root.Send(h.PID, &o.req)
-	if _, _, ok := o.ticket.Result(); !ok {
-		<-o.ticket.Ready()
-	}
-	l, err, _ := o.ticket.Result()
+	l, err := leased(b, &o.ticket)
 	if err != nil {
 		b.Fatal(err)
 	}

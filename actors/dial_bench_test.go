@@ -36,7 +36,7 @@ func BenchmarkDial(b *testing.B) {
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for b.Loop() {
-			dialOnce(b, p, h)
+			dialOnce(b, p, h, false)
 		}
 	})
 	b.Run("evicting", func(b *testing.B) {
@@ -50,17 +50,7 @@ func BenchmarkDial(b *testing.B) {
 		defer reportCPU(b)()
 		i := 0
 		for b.Loop() {
-			h := hs[i%2]
-			o := &op{}
-			o.ticket.ID = p.ids.Add(1)
-			o.req.Ticket = &o.ticket
-			p.sys.Root.Send(h.PID, &o.req)
-			l, err := leased(b, &o.ticket)
-			if err != nil {
-				b.Fatal(err)
-			}
-			o.rel = Released{ConnID: l.ConnID, Reusable: true} // stays idle: the next op evicts it
-			p.sys.Root.Send(h.PID, &o.rel)
+			dialOnce(b, p, hs[i%2], true) // stays idle: the next op evicts it
 			i++
 		}
 	})
@@ -75,9 +65,9 @@ func BenchmarkDial(b *testing.B) {
 	})
 }
 
-// dialOnce leases a new connection of h (which has none idle) and releases it
-// as not reusable.
-func dialOnce(b *testing.B, p *pool, h *RouteHandle) {
+// dialOnce leases a new connection of h (which has none idle) and releases it,
+// reusable (it stays idle) or not (it closes).
+func dialOnce(b *testing.B, p *pool, h *RouteHandle, reusable bool) {
 	o := &op{}
 	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
@@ -89,7 +79,7 @@ func dialOnce(b *testing.B, p *pool, h *RouteHandle) {
 	if l.Reused {
 		b.Fatal("leased a re-used connection; want a new one")
 	}
-	o.rel = Released{ConnID: l.ConnID}
+	o.rel = Released{ConnID: l.ConnID, Reusable: reusable}
 	p.sys.Root.Send(h.PID, &o.rel)
 }
 
