@@ -133,8 +133,7 @@ type Route struct {
 	breaker breaker
 	learner idleLearner
 
-	now    time.Time // the current message's time (clock); zero until asked
-	shadow published // what publish last stored
+	now time.Time // the current message's time (clock); zero until asked
 
 	opened, closedN, leases, reuses uint64
 	dialFailures, leaseTimeouts     uint64
@@ -278,7 +277,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	}
 	// A caller that would wait for a dial fails at once while dials keep
 	// failing (connections the route still has serve as usual).
-	if r.breaker.state != breakerClosed && !r.breaker.allow(r.clock()) {
+	if !r.breaker.allow(r.clock()) {
 		r.tel.LeaseRejected("route_unavailable")
 		m.Ticket.Reject(ErrRouteUnavailable)
 		return

@@ -69,8 +69,7 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 		}
 		if cs.idleIdx >= 0 {
 			if reason, dead := r.expired(cs, now); dead {
-				r.removeIdle(cs)
-				r.closeConn(ctx, cs, reason)
+				r.closeConn(ctx, cs, reason) // off the idle list too
 				continue
 			}
 		}

@@ -2,56 +2,35 @@ package actors
 
 import "time"
 
-// published is a plain copy of the values of RoutePublished; set is false
-// until the first publish, which stores every value (a restarted route actor
-// starts from zero, while its RoutePublished holds its predecessor's values).
-type published struct {
-	set                   bool
-	idle, pending, leased int32
-	lruIdleSince          int64
-	learnedIdle           int64
-	failFast              bool
+// publish stores the counters readers outside the actor use (RoutePublished).
+// It runs after every message, and stores only what changed: the route is
+// the single writer, so a load tells what is there, and a store is a full
+// barrier on the cache line the supervisor and the gauges read, while a
+// message usually changes one or two counters.
+func (r *Route) publish() {
+	p := r.pub
+	storeIfChanged(&p.Idle, int32(len(r.idle)))
+	storeIfChanged(&p.Pending, int32(r.waiters.Len()))
+	storeIfChanged(&p.Leased, int32(len(r.conns)-len(r.idle)-r.dialing))
+	var lru int64
+	if len(r.idle) > 0 {
+		lru = r.idle[0].idleSince.UnixNano()
+	}
+	storeIfChanged(&p.LRUIdleSince, lru)
+	if open := r.breaker.state == breakerOpen; p.FailFast.Load() != open {
+		p.FailFast.Store(open)
+	}
+	storeIfChanged(&p.LearnedIdle, int64(r.learner.closedAt))
 }
 
-// publish stores the counters readers outside the actor use (RoutePublished).
-// It runs after every message, and stores only what changed since the last
-// time: an atomic store is a full barrier on the cache line the supervisor
-// and the gauges read, and a message usually changes one or two counters.
-func (r *Route) publish() {
-	now := published{
-		set:         true,
-		idle:        int32(len(r.idle)),
-		pending:     int32(r.waiters.Len()),
-		leased:      int32(len(r.conns) - len(r.idle) - r.dialing),
-		failFast:    r.breaker.state == breakerOpen,
-		learnedIdle: int64(r.learner.closedAt),
+// storeIfChanged stores v into a when it holds another value.
+func storeIfChanged[T int32 | int64, A interface {
+	Load() T
+	Store(T)
+}](a A, v T) {
+	if a.Load() != v {
+		a.Store(v)
 	}
-	if len(r.idle) > 0 {
-		now.lruIdleSince = r.idle[0].idleSince.UnixNano()
-	}
-	was, p := r.shadow, r.pub
-	if !was.set {
-		was = published{idle: -1, pending: -1, leased: -1, lruIdleSince: -1, learnedIdle: -1, failFast: !now.failFast}
-	}
-	if now.idle != was.idle {
-		p.Idle.Store(now.idle)
-	}
-	if now.pending != was.pending {
-		p.Pending.Store(now.pending)
-	}
-	if now.leased != was.leased {
-		p.Leased.Store(now.leased)
-	}
-	if now.lruIdleSince != was.lruIdleSince {
-		p.LRUIdleSince.Store(now.lruIdleSince)
-	}
-	if now.failFast != was.failFast {
-		p.FailFast.Store(now.failFast)
-	}
-	if now.learnedIdle != was.learnedIdle {
-		p.LearnedIdle.Store(now.learnedIdle)
-	}
-	r.shadow = now
 }
 
 func (r *Route) stats() RouteStatsResponse {

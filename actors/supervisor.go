@@ -318,14 +318,12 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 		}
 		_, pid, ok := s.permits.TakeFirst(s.grantable)
 		if !ok {
-			// first is a live route's: a stopped route's permit is grantable.
 			s.makeRoom(ctx, s.byID[first.Id].host)
 			return
 		}
+		// Every queued permit is a live route's: a route's permits leave the
+		// queue when it stops (dropQueued).
 		e := s.byID[pid.Id]
-		if e == nil {
-			continue // stopped while it waited
-		}
 		e.queued--
 		e.held++
 		s.total++
@@ -337,11 +335,10 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 }
 
 // grantable reports whether the route of a queued permit may get one now,
-// under MaxConnsPerHost and its fleet share (a stopped route's permit is
-// taken and dropped).
+// under MaxConnsPerHost and its fleet share.
 func (s *Supervisor) grantable(pid *actor.PID) bool {
 	e := s.byID[pid.Id]
-	return e == nil || ((s.cfg.MaxConnsPerHost <= 0 || s.hostHeld[e.host] < s.cfg.MaxConnsPerHost) && s.underShare(e))
+	return (s.cfg.MaxConnsPerHost <= 0 || s.hostHeld[e.host] < s.cfg.MaxConnsPerHost) && s.underShare(e)
 }
 
 func (s *Supervisor) onConnClosed(ctx actor.Context, m *ConnClosed) {

@@ -74,11 +74,9 @@ func (s *Supervisor) underShare(e *routeEntry) bool {
 	return s.cfg.Fleet == nil || e.held < e.share
 }
 
-// fleetAllows is underShare for a queued permit (a stopped route's permit is
-// allowed, to be taken and dropped).
+// fleetAllows is underShare for a queued permit.
 func (s *Supervisor) fleetAllows(pid *actor.PID) bool {
-	e := s.byID[pid.Id]
-	return e == nil || s.underShare(e)
+	return s.underShare(s.byID[pid.Id])
 }
 
 // overShare reports whether e holds more than its fleet share.
