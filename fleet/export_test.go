@@ -22,9 +22,7 @@ func CallGrain(c *cluster.Cluster, route, node string, seq uint64) (int, error) 
 // the supervisor. Calls in flight end by themselves; Crash waits for them.
 func Crash(k *Keeper) {
 	k.stopOnce.Do(func() {
-		k.startMu.Lock()
 		k.stopping.Store(true)
-		k.startMu.Unlock()
 		if k.sub != nil {
 			k.sys.EventStream.Unsubscribe(k.sub)
 		}

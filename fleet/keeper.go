@@ -78,18 +78,10 @@ type Keeper struct {
 	sub      *eventstream.Subscription
 	stopTick chan struct{}
 	done     chan struct{} // closed when the actor has stopped
-	stopping atomic.Bool   // set by Stop (under startMu): Snapshot no longer asks the actor
+	// stopping is set by Stop as it begins: Snapshot no longer asks the
+	// actor, and the actor starts no renewal (step), only the release calls.
+	stopping atomic.Bool
 	stopOnce sync.Once
-	// startMu orders the start of every grain call against Stop. The actor
-	// starts a call (workers.Go) only while it holds startMu: a renewal only
-	// while stopping is false, the release calls only while skipRelease is
-	// false. Stop sets stopping under it as it begins, and skipRelease when its
-	// context ends before the release began. So once Stop has begun only the
-	// release calls start, and no call starts after Stop returned. It is held
-	// for no I/O: never long in the keeper's Receive.
-	startMu      sync.Mutex
-	releaseBegun bool // guarded by startMu: the release calls have started
-	skipRelease  bool // guarded by startMu: Stop returned before the release began
 	// workers owns every goroutine the keeper starts: the ticker and the
 	// grain calls. The actor adds to it only inside Receive, so once done is
 	// closed nothing adds to it and Stop waits for it.
@@ -260,31 +252,24 @@ func (k *Keeper) Snapshot(ctx context.Context) (Snapshot, error) {
 // the shares it gives back are free for other nodes at once. The supervisor
 // gets no ShareChanged after Stop has begun, and the keeper starts no grain
 // call but the release calls. It blocks until everything has ended or ctx
-// ends. When ctx ends before the keeper got to the release, the shares are
-// not given back (they expire with their leases, as after a crash); either
-// way no call starts after Stop returned, and when ctx ended, Stop returns
-// ctx.Err() while the calls in flight end by themselves (within CallTimeout
-// plus about 5 s). Later calls wait the same way.
+// ends. When ctx ends before the keeper got to the release, the release is
+// skipped and the shares expire with their leases, as after a crash; when
+// ctx ended, Stop returns ctx.Err() while the calls in flight end by
+// themselves (within CallTimeout plus about 5 s). Later calls wait the same
+// way.
 func (k *Keeper) Stop(ctx context.Context) error {
 	k.stopOnce.Do(func() {
-		k.startMu.Lock()
 		k.stopping.Store(true)
-		k.startMu.Unlock()
 		if k.sub != nil {
 			k.sys.EventStream.Unsubscribe(k.sub)
 		}
 		close(k.stopTick)
 		released := make(chan struct{})
-		k.sys.Root.Send(k.pid, &releaseRequest{done: released})
+		k.sys.Root.Send(k.pid, &releaseRequest{done: released, ctx: ctx})
 		select {
 		case <-released:
 		case <-k.done:
 		case <-ctx.Done():
-			// Too late for the release unless it began: then its calls
-			// have started already (under startMu).
-			k.startMu.Lock()
-			k.skipRelease = !k.releaseBegun
-			k.startMu.Unlock()
 		}
 		k.sys.Root.Poison(k.pid)
 	})

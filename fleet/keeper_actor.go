@@ -151,12 +151,8 @@ func (a *keeperActor) step(ctx actor.Context, r *routeShare, now time.Time) {
 	if a.releasing {
 		return // the release calls were the last: nothing starts after them
 	}
-	if r.due(now, &a.p) {
-		a.k.startMu.Lock()
-		if !a.k.stopping.Load() { // Stop has begun: only the release calls start
-			a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
-		}
-		a.k.startMu.Unlock()
+	if r.due(now, &a.p) && !a.k.stopping.Load() { // once Stop has begun only the release calls start
+		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
 	}
 	share, _ := r.share(now, a.floor())
 	if share != r.told {
@@ -180,7 +176,7 @@ func (a *keeperActor) node(ctx actor.Context) nodeID {
 }
 
 // call runs one grain call on a goroutine owned by the Keeper's workers; its
-// end comes back as a callEnded message. The caller holds startMu.
+// end comes back as a callEnded message.
 func (a *keeperActor) call(ctx actor.Context, req shareRequest) {
 	k, g, timeout := a.k, a.cfg.granter, a.p.callTimeout
 	self, root := ctx.Self(), ctx.ActorSystem().Root
@@ -204,20 +200,16 @@ func (a *keeperActor) call(ctx actor.Context, req shareRequest) {
 // counts gets a last call that wants and has nothing (it still reports what
 // it holds: the grain counts that until the lease expires). These are the
 // keeper's last calls: from here on it starts none (step). It makes none
-// when Stop gave up on the release before it got here, nor a second time.
+// when Stop's context ended before it got here, nor a second time.
 func (a *keeperActor) onRelease(ctx actor.Context, m *releaseRequest) {
 	defer close(m.done)
 	if a.releasing {
 		return
 	}
 	a.releasing = true
-	k := a.k
-	k.startMu.Lock()
-	defer k.startMu.Unlock()
-	if k.skipRelease {
-		return // Stop returned already
+	if m.ctx.Err() != nil {
+		return // Stop gave up on the release: the shares expire with their leases
 	}
-	k.releaseBegun = true
 	now := a.cfg.now()
 	for _, r := range a.routes {
 		if r.grainCounts() == 0 && r.has(now) == 0 {

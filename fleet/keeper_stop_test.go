@@ -19,7 +19,7 @@ func TestKeeperStartsNoCallOnceItGivesItsSharesBack(t *testing.T) {
 
 	g.cut.Store(true) // the release call fails, which would make a retry due
 	released := make(chan struct{})
-	k.sys.Root.Send(k.pid, &releaseRequest{done: released})
+	k.sys.Root.Send(k.pid, &releaseRequest{done: released, ctx: t.Context()})
 	<-released
 	if r := k.renewal(t); !errors.Is(r.Err, errCut) {
 		t.Fatalf("release call: %+v, want it cut off", r)

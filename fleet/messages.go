@@ -1,6 +1,9 @@
 package fleet
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // UsageReported is sent by the node's connection supervisor to the keeper
 // (Keeper.PID) whenever the demand on a route changes. No reply. The keeper
@@ -101,5 +104,9 @@ type snapshotRequest struct{ reply chan Snapshot }
 
 // releaseRequest is sent by Keeper.Stop: the keeper gives every share back to
 // the grains (calls in the background), stops telling the supervisor, and
-// closes done once the calls have started.
-type releaseRequest struct{ done chan struct{} }
+// closes done once the calls have started. ctx is Stop's: a release reached
+// after it ended is skipped.
+type releaseRequest struct {
+	done chan struct{}
+	ctx  context.Context
+}
