@@ -78,9 +78,14 @@ type Options struct {
 }
 
 // inlineBudget is how many messages a connection actor processes on a
-// sender's goroutine when it was idle (see mailbox.Inline): its messages are
-// few (the exchange, the idle watch, the dial's result, stop).
-const inlineBudget = 8
+// sender's goroutine when it was idle (see mailbox.Inline): one, the sender's
+// own. A response without a body ends its exchange inside Receive, and the
+// route may hand the connection to the next caller at once; with a larger
+// budget that caller's ExchangeRequest ran on the first caller's goroutine
+// after its own, so the first RoundTrip returned only once the second one's
+// response head had arrived. Whatever queues meanwhile runs on a goroutine of
+// the mailbox's.
+const inlineBudget = 1
 
 // connMailbox is every connection actor's mailbox producer: messages run on
 // the sender's goroutine, without an allocation per message.

@@ -2,6 +2,7 @@ package conn
 
 import (
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -9,3 +10,9 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
+
+// EnderFunc adapts a function to Ender, for the tests' exchanges.
+type EnderFunc func(reusable bool, idle time.Duration)
+
+// ExchangeEnded calls f.
+func (f EnderFunc) ExchangeEnded(reusable bool, idle time.Duration) { f(reusable, idle) }

@@ -109,12 +109,6 @@ type Ender interface {
 	ExchangeEnded(reusable bool, idle time.Duration)
 }
 
-// EnderFunc adapts a function to Ender.
-type EnderFunc func(reusable bool, idle time.Duration)
-
-// ExchangeEnded calls f.
-func (f EnderFunc) ExchangeEnded(reusable bool, idle time.Duration) { f(reusable, idle) }
-
 // ExchangeResponse answers an ExchangeRequest: a response with a streaming body,
 // or an error (an *ExchangeError, a *RequestBodyError when the request's body
 // failed, or the request context's error).

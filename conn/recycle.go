@@ -17,7 +17,11 @@ import (
 // onRecycle closes the socket (the route aborted it already) and resets the
 // actor for another one, or stops the actor when it cannot be re-used.
 func (c *Actor) onRecycle(ctx actor.Context) {
-	if c.dialing || c.h2 != nil || c.pending != nil || c.lent.Load() != 0 || c.dialed.Load() != nil {
+	// The actor decides (the route asks only for HTTP/1.1 connections that
+	// are not dialing): a socket still being dialed (dialed is set only
+	// then), an HTTP/2 engine, or buffers lent to a body or a request writer
+	// rule a recycle out. No exchange is pending between messages.
+	if c.dialing || c.h2 != nil || c.lent.Load() != 0 {
 		ctx.Stop(c.self) // onStopping cleans up as for any stop
 		return
 	}

@@ -30,7 +30,9 @@ import (
 //
 // An actor whose Receive blocks (a connection actor doing its exchange's I/O)
 // blocks only the sender whose message it processes, and, while it does,
-// messages sent to it queue and are processed after it, on that goroutine.
+// messages sent to it queue and are processed after it, on that goroutine,
+// up to budget: a sender also waits for the others' messages that queued
+// behind its own, which a budget of 1 rules out (the connection actors').
 //
 // Order is that of the default mailbox: system messages first, user messages
 // in arrival order, one at a time. Safe for concurrent use.
