@@ -112,9 +112,7 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 		r = x.answer()
 	}
 	if r.Err != nil {
-		x.released = actors.Released{ConnID: x.got.ConnID, Stale: errors.Is(r.Err, conn.ErrStaleConn),
-			Failed: errors.Is(r.Err, conn.ErrConnActorFailed)}
-		x.c.sys.Root.Send(x.route.PID, &x.released)
+		x.release(actors.Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed)})
 		return nil, r.Err
 	}
 	if r.Resp.TLS == nil {
@@ -164,7 +162,7 @@ func (x *exchange) stream(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := x.got.H2.RoundTrip(req, x.streamDone)
 	if err != nil {
-		x.release(true, false, 0) // the stream is over; the connection reports its own fate
+		x.release(actors.Released{Reusable: true}) // the stream is over; the connection reports its own fate
 		return nil, err
 	}
 	return resp, nil
@@ -187,13 +185,14 @@ func (x *exchange) done(reusable bool, idle time.Duration) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
-	x.release(reusable, false, idle)
+	x.release(actors.Released{Reusable: reusable, Idle: idle})
 	x.c.admission.Release()
 	x.tel.ExchangeDone()
 }
 
-// release sends the lease's one Released.
-func (x *exchange) release(reusable, stale bool, idle time.Duration) {
-	x.released = actors.Released{ConnID: x.got.ConnID, Reusable: reusable, Stale: stale, Idle: idle}
+// release sends the lease's one Released: m, for the lease's connection.
+func (x *exchange) release(m actors.Released) {
+	m.ConnID = x.got.ConnID
+	x.released = m
 	x.c.sys.Root.Send(x.route.PID, &x.released)
 }

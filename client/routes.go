@@ -33,6 +33,8 @@ func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, err
 	h, err, why := await(l, t, gone)
 	switch {
 	case why == byServerGone:
+		// Not asked again of the successor: the request may be what made
+		// the supervisor fail, and asking again would fail it again.
 		return nil, notSent(fmt.Errorf("connactor: %w while starting the route of %s", actors.ErrSupervisorFailed, l.target()))
 	case why != served:
 		return nil, l.waitErr(why, "its route")
@@ -58,14 +60,8 @@ func (c *Client) incarnation(l *waitLimit) (*actors.Incarnation, gaveUp) {
 		if !restarting {
 			return inc, served
 		}
-		select {
-		case <-next:
-		case <-l.ctx.Done():
-			return nil, byContext
-		case <-l.expiry():
-			return nil, byTimeout
-		case <-l.c.closed:
-			return nil, byClose
+		if why := l.until(next, nil); why != served {
+			return nil, why
 		}
 	}
 }

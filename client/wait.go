@@ -19,7 +19,7 @@ type waitLimit struct {
 	req     *http.Request // named (its URL, redacted) by error messages
 	timeout time.Duration
 	timer   *time.Timer
-	started time.Time // the request's start: errors say how long it waited since
+	started time.Time // the request's start: wait errors say how long since then
 }
 
 func (l *waitLimit) expiry() <-chan time.Time {
@@ -60,23 +60,29 @@ func await[T any](l *waitLimit, t *wait.Ticket[T], gone <-chan struct{}) (T, err
 	if v, err, ok := t.Result(); ok {
 		return v, err, served
 	}
-	why := served
-	select {
-	case <-t.Ready():
-	case <-l.ctx.Done():
-		why = byContext
-	case <-l.expiry():
-		why = byTimeout
-	case <-l.c.closed:
-		why = byClose
-	case <-gone:
-		why = byServerGone
-	}
+	why := l.until(t.Ready(), gone)
 	if why != served {
 		t.Cancel()
 	}
 	v, err, _ := t.Result()
 	return v, err, why
+}
+
+// until waits for ready to close, or for the end of the wait (l, or gone
+// closing), and says which came first.
+func (l *waitLimit) until(ready, gone <-chan struct{}) gaveUp {
+	select {
+	case <-ready:
+		return served
+	case <-l.ctx.Done():
+		return byContext
+	case <-l.expiry():
+		return byTimeout
+	case <-l.c.closed:
+		return byClose
+	case <-gone:
+		return byServerGone
+	}
 }
 
 // waitErr is the error of a wait given up for why, waiting for what. It names
