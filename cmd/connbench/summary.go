@@ -137,41 +137,37 @@ type sweepPoint struct {
 func (r *report) sweeps() []*sweep {
 	var out []*sweep
 	byKey := map[string]*sweep{}
+	places := sweepPlaces()
 	for _, res := range r.Results {
-		name := sweepOf(res.Scenario)
-		if name == "" || res.Requests == 0 {
+		at, ok := places[res.Scenario]
+		if !ok || res.Requests == 0 {
 			continue
 		}
-		k := name + "/" + res.Server
+		k := at.Sweep + "/" + res.Server
 		s := byKey[k]
 		if s == nil {
-			s = &sweep{name: name, server: res.Server, points: map[string][]sweepPoint{}}
+			s = &sweep{name: at.Sweep, server: res.Server, points: map[string][]sweepPoint{}}
 			byKey[k] = s
 			out = append(out, s)
 		}
 		if _, ok := s.points[res.Client]; !ok {
 			s.clients = append(s.clients, res.Client)
 		}
-		s.points[res.Client] = append(s.points[res.Client], sweepPoint{x: sweepX(res), cpu: res.CPUusPerReq})
+		s.points[res.Client] = append(s.points[res.Client], sweepPoint{x: at.X, cpu: res.CPUusPerReq})
 	}
 	return out
 }
 
-// sweepOf names the sweep a scenario belongs to ("routes", "callers"), or "".
-func sweepOf(scenario string) string {
+// sweepPlaces maps each sweep scenario's name to its place on a chart: the
+// sweep ("routes", "callers") and x.
+func sweepPlaces() map[string]scenario {
+	m := map[string]scenario{}
 	for _, sc := range allScenarios() {
-		if sc.Name == scenario {
-			return sc.Sweep
+		if sc.Sweep != "" {
+			m[sc.Name] = sc
 		}
 	}
-	return ""
-}
-
-func sweepX(res Result) int {
-	if sweepOf(res.Scenario) == "routes" {
-		return res.Routes
-	}
-	return res.Callers
+	return m
 }
 
 // flatRanges returns every maximal range of consecutive points (in x) over
