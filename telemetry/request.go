@@ -94,13 +94,12 @@ func (t *Telemetry) StartRequest(ctx context.Context, req *http.Request, scheme,
 		r.ctx, r.span = tracer.Start(ctx, name, clientKind)
 		r.recording = r.span.IsRecording()
 		if r.recording {
-			attrs := make([]attribute.KeyValue, 0, 6)
+			attrs := make([]attribute.KeyValue, 0, 5)
 			attrs = append(attrs,
 				semconv.HTTPRequestMethodKey.String(r.method),
 				semconv.URLFull(redactedURL(req.URL)),
 				semconv.ServerAddress(host),
 				semconv.ServerPort(r.route.port),
-				semconv.NetworkProtocolVersion("1.1"),
 			)
 			if r.method == "_OTHER" {
 				attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
@@ -139,17 +138,14 @@ func (t *Telemetry) inject(ctx context.Context, req *http.Request) *http.Request
 // LeaseGranted adds the span events of one attempt's lease: the pool wait (with
 // its duration and queue position), the dial and TLS handshake of a new
 // connection, or the re-use of a pooled one; and the connection's peer address
-// and protocol (a retry's lease replaces the first one's).
+// and protocol (a retry's lease replaces the first one's; the span gets
+// network.protocol.version when it ends, from the response or, when it
+// failed, from the lease).
 func (r *Request) LeaseGranted(l LeaseInfo) {
 	if r == nil {
 		return
 	}
-	if l.HTTP2 != r.h2 {
-		r.h2 = l.HTTP2
-		if r.recording {
-			r.span.SetAttributes(semconv.NetworkProtocolVersion(r.leaseProtocol()))
-		}
-	}
+	r.h2 = l.HTTP2
 	if !r.recording {
 		return
 	}
@@ -269,7 +265,7 @@ func (r *Request) Failed(err error) {
 		et = ErrorType(err)
 	}
 	if r.recording {
-		r.span.SetAttributes(semconv.ErrorTypeKey.String(et))
+		r.span.SetAttributes(semconv.ErrorTypeKey.String(et), semconv.NetworkProtocolVersion(r.leaseProtocol()))
 		r.span.SetStatus(codes.Error, err.Error())
 	}
 	if r.durations {
