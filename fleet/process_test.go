@@ -27,7 +27,7 @@ import (
 // test skips loudly, or fails under CI=true (realtest.Tool).
 func needEtcd(t *testing.T) string {
 	t.Helper()
-	return realtest.Tool(t, "etcd (apt-get install etcd-server)", "etcd", "/usr/bin/etcd")
+	return realtest.Tool(t, "etcd (apt-get install etcd-server)", fleettest.EtcdNames...)
 }
 
 // buildMember builds fleet/internal/member without the race detector.

@@ -11,11 +11,8 @@ import (
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet/etcdprovider"
+	"github.com/connactor/connactor/fleet/fleettest"
 )
-
-// etcdRoot is where the members of examples/fleet's cluster register in etcd
-// (fleettest.RunMember): a member must use the same root to join them.
-const etcdRoot = "/connactor-fleet"
 
 // joinCluster starts sys as a member of the cluster that spec names
 // ("host:port/name": an etcd client endpoint on 127.0.0.1 and the cluster's
@@ -27,7 +24,7 @@ func joinCluster(sys *actor.ActorSystem, spec string) (*cluster.Cluster, error) 
 	if !ok || endpoint == "" || name == "" {
 		return nil, fmt.Errorf("-join %q: want the etcd endpoint and the cluster's name, host:port/name", spec)
 	}
-	cfg := cluster.Configure(name, etcdprovider.New(etcdRoot, []string{endpoint}), disthash.New(),
+	cfg := cluster.Configure(name, etcdprovider.New(fleettest.EtcdRoot, []string{endpoint}), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(client.FleetKind()))
 	c := cluster.New(sys, cfg)
 	c.StartMember()

@@ -69,7 +69,7 @@ func TestLinkCheckerOnOneNode(t *testing.T) {
 // client has a fleet budget. Both programs are built without the race
 // detector (protoactor's cluster has races of its own, fleet/RACES.md).
 func TestLinkCheckerJoinsAFleet(t *testing.T) {
-	etcdBin := realtest.Tool(t, "etcd (apt-get install etcd-server)", "etcd", "/usr/bin/etcd")
+	etcdBin := realtest.Tool(t, "etcd (apt-get install etcd-server)", fleettest.EtcdNames...)
 	dir := t.TempDir()
 	service := build(t, dir, "actorservice", ".")
 	member := build(t, dir, "member", "github.com/connactor/connactor/fleet/internal/member")

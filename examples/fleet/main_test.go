@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/connactor/connactor/fleet/fleettest"
 	"github.com/connactor/connactor/internal/realtest"
 )
 
@@ -20,7 +21,7 @@ func TestMain(m *testing.M) {
 // detector: its member processes are this program too, and protoactor's
 // cluster has races of its own (fleet/RACES.md).
 func TestExampleHoldsTheBudgetWhenANodeIsKilled(t *testing.T) {
-	realtest.Tool(t, "etcd (apt-get install etcd-server)", "etcd", "/usr/bin/etcd")
+	realtest.Tool(t, "etcd (apt-get install etcd-server)", fleettest.EtcdNames...)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal(err)

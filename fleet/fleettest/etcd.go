@@ -15,14 +15,25 @@ import (
 	"time"
 )
 
-// EtcdPath returns the etcd server binary (Debian's etcd-server installs
-// /usr/bin/etcd), or "" when there is none.
+// EtcdNames are where the etcd server binary is looked for: on PATH, and
+// where Debian's etcd-server installs it (tests pass them to realtest.Tool).
+var EtcdNames = []string{"etcd", "/usr/bin/etcd"}
+
+// EtcdRoot is where the members of a fleet's cluster register in etcd
+// (RunMember): a member must use the same root to join them.
+const EtcdRoot = "/connactor-fleet"
+
+// EtcdPath returns the etcd server binary (see EtcdNames), or "" when there
+// is none.
 func EtcdPath() string {
-	if p, err := exec.LookPath("etcd"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
-		return "/usr/bin/etcd"
+	for _, n := range EtcdNames {
+		if filepath.IsAbs(n) {
+			if _, err := os.Stat(n); err == nil {
+				return n
+			}
+		} else if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
 	}
 	return ""
 }

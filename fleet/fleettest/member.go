@@ -90,7 +90,7 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
 	// client.FleetKind() with a hook that says where grains activate.
 	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(route string) { emit(Event{Event: "activated", Route: route}) }})
-	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, etcdprovider.New("/connactor-fleet", cfg.Etcd), disthash.New(),
+	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, etcdprovider.New(EtcdRoot, cfg.Etcd), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind)))
 	cl.StartMember()
 
