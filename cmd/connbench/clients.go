@@ -87,13 +87,15 @@ func (s clientSpec) dialAddr(addr string) string {
 func newBenchClient(kind string, s clientSpec) (benchClient, error) {
 	switch kind {
 	case kindNetHTTP:
-		return newNetHTTP(s), nil
-	case kindConnactor:
-		return newConnactor(s)
+		return newNetHTTP(s, false), nil
 	case kindNetHTTPH2:
-		return newNetHTTPH2(s), nil
-	case kindConnactorH2, kindConnactorH1TLS:
-		return newConnactorTLS(s, kind == kindConnactorH2)
+		return newNetHTTP(s, true), nil
+	case kindConnactor:
+		return newConnactor(s, 0)
+	case kindConnactorH2:
+		return newConnactor(s, 2)
+	case kindConnactorH1TLS:
+		return newConnactor(s, 1)
 	case kindFasthttp:
 		return newFasthttp(s), nil
 	case kindStdPool:
@@ -128,8 +130,10 @@ type stdClient struct {
 // at the scenario's per-route limit. It has no limit on open connections across
 // hosts: with several routes, MaxIdleConns (the idle ones, least recently used
 // closed first) is set to the scenario's total. Compression is off so that the
-// requests on the wire match the other clients'.
-func newNetHTTP(s clientSpec) *stdClient {
+// requests on the wire match the other clients'. With h2 (the h2 cells) it
+// speaks HTTP/2 over TLS by ALPN, and opens another connection only when the
+// server's stream limit is reached.
+func newNetHTTP(s clientSpec, h2 bool) *stdClient {
 	tr := &http.Transport{
 		MaxConnsPerHost:     s.sc.Conns,
 		MaxIdleConnsPerHost: s.sc.Conns,
@@ -139,63 +143,37 @@ func newNetHTTP(s clientSpec) *stdClient {
 	if s.sc.Routes > 1 {
 		tr.MaxIdleConns = s.sc.total()
 	}
-	return &stdClient{rt: tr, s: s, closeFn: tr.CloseIdleConnections}
+	c := &stdClient{rt: tr, s: s, closeFn: tr.CloseIdleConnections}
+	if h2 {
+		tr.ForceAttemptHTTP2, tr.TLSClientConfig, c.proto = true, s.tls.Clone(), 2
+	}
+	return c
 }
 
 // newConnactor: connactor with MaxConnsPerRoute at the scenario's per-route
 // limit and MaxConnsTotal at its total, called through RoundTrip; compression
-// off, as net/http's here (no Accept-Encoding: the same request bytes).
-func newConnactor(s clientSpec) (*stdClient, error) {
+// off, as net/http's here (no Accept-Encoding: the same request bytes). proto
+// 0 is plain HTTP/1.1; in the h2 cells, over TLS, 2 is HTTP/2 by ALPN (the
+// default protocols) and 1 HTTP/1.1 only (MaxConnsPerRoute connections).
+func newConnactor(s clientSpec, proto int) (*stdClient, error) {
 	total := s.sc.total()
 	if s.sc.OpenTotal > 0 {
 		total = s.sc.OpenTotal
 	}
-	c, err := client.New(client.Config{
+	cfg := client.Config{
 		MaxConnsPerRoute:      s.sc.Conns,
 		MaxConnsTotal:         total,
 		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
 		DisableCompression:    true, // as net/http's here: every client sends the same request
 		Logger:                slog.New(slog.DiscardHandler),
 		DialContext:           countingDial(s),
-	})
-	if err != nil {
-		return nil, err
 	}
-	return &stdClient{rt: c, s: s, closeFn: func() { c.Close() }}, nil
-}
-
-// newNetHTTPH2: net/http's Transport over TLS, speaking HTTP/2 (ALPN), with
-// MaxConnsPerHost at the cell's limit (it opens another connection only when
-// the server's stream limit is reached).
-func newNetHTTPH2(s clientSpec) *stdClient {
-	tr := &http.Transport{
-		MaxConnsPerHost:     s.sc.Conns,
-		MaxIdleConnsPerHost: s.sc.Conns,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   true,
-		TLSClientConfig:     s.tls.Clone(),
-		DialContext:         countingDial(s),
+	if proto > 0 {
+		cfg.TLSConfig = s.tls.Clone()
 	}
-	return &stdClient{rt: tr, s: s, closeFn: tr.CloseIdleConnections, proto: 2}
-}
-
-// newConnactorTLS: connactor over TLS, speaking HTTP/2 (h2: by ALPN, the
-// default protocols) or HTTP/1.1 only (MaxConnsPerRoute connections).
-func newConnactorTLS(s clientSpec, h2 bool) (*stdClient, error) {
-	cfg := client.Config{
-		MaxConnsPerRoute:      s.sc.Conns,
-		MaxConnsTotal:         s.sc.total(),
-		MaxConcurrentRequests: max(client.DefaultMaxConcurrentRequests, s.sc.Callers),
-		DisableCompression:    true,
-		Logger:                slog.New(slog.DiscardHandler),
-		DialContext:           countingDial(s),
-		TLSConfig:             s.tls.Clone(),
-	}
-	proto := 2
-	if !h2 {
+	if proto == 1 {
 		cfg.Protocols = new(http.Protocols)
 		cfg.Protocols.SetHTTP1(true)
-		proto = 1
 	}
 	c, err := client.New(cfg)
 	if err != nil {
