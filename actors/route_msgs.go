@@ -148,6 +148,8 @@ type RouteStatsResponse struct {
 	FailedFast                  uint64        // callers failed fast while the breaker was open
 	LearnedIdle                 time.Duration // the server's idle timeout as learned (0 = none)
 	Streams                     int           // HTTP/2 streams leased on the route's connections
+	Spare                       int           // connection actors kept without a socket for the next dials
+	Recycling                   int           // connection actors asked to recycle (RecycleRequest), not answered yet
 	ClosedBy                    map[string]uint64
 	RecentCloses                []ClosedConn  // newest first, at most 16
 	RecentWaits                 []Wait        // leases that queued, newest first, at most 16

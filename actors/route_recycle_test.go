@@ -7,11 +7,17 @@ import (
 )
 
 // settle returns once h has handled everything sent to it so far and what
-// that made its connection actors answer: the first stats round trip orders
-// the messages sent before it, the second the RecycleResponses they caused.
+// that made its connection actors answer: a stats round trip orders the
+// messages sent before it, and the RecycleResponses they caused are waited
+// for (a connection actor answers in its own time, so a second round trip
+// alone does not order them).
 func (p *pool) settle(h *RouteHandle) RouteStatsResponse {
-	p.stats(h)
-	return p.stats(h)
+	st := p.stats(h)
+	eventually(p.tb, "recycled", func() bool {
+		st = p.stats(h)
+		return st.Recycling == 0
+	})
+	return st
 }
 
 // A connection that closes leaves its actor to the route's next dial: the new

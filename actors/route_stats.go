@@ -61,6 +61,7 @@ func (r *Route) stats() RouteStatsResponse {
 		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
 		QueueFull: r.queueFull, FailFast: r.breaker.state.String(), FailedFast: r.breaker.rejected,
 		LearnedIdle: r.learner.learned(r.clock()), Streams: r.streams(),
+		Spare: len(r.spares.pids), Recycling: len(r.spares.recycling),
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 	}
