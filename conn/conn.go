@@ -389,7 +389,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 
 // closeRaw closes the socket under nc at once. A *tls.Conn's own Close first
 // writes a close_notify alert, which can block for seconds on a full socket; an
-// abort (eviction, expiry, client close) must not wait for that.
+// abort (eviction, expiry, client close) or a connection given up as broken
+// (a body closed early, a failed exchange) must not wait for that.
 func closeRaw(nc net.Conn) {
 	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
 		tc.NetConn().Close()

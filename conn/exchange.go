@@ -28,11 +28,12 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 }
 
 // discard marks the connection broken, so that no request is written to it
-// again, and closes its socket. Called inside Receive.
+// again, and closes its socket at once (closeRaw: inside Receive, which runs
+// on a caller's goroutine, no TLS alert is waited for). Called inside Receive.
 func (c *Actor) discard() {
 	c.broken = true
 	if c.nc != nil {
-		c.nc.Close()
+		closeRaw(c.nc)
 	}
 }
 

@@ -3,6 +3,7 @@ package conn
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,11 +11,13 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/faultserver"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -42,6 +45,13 @@ type releaseResult struct {
 // newConnFixture starts the fixture; each of opts may change the connection's
 // Options before the actor is spawned.
 func newConnFixture(t *testing.T, opts ...func(*Options)) *connFixture {
+	t.Helper()
+	return newConnFixtureTLS(t, nil, opts...)
+}
+
+// newConnFixtureTLS is newConnFixture for an https route when srv is not nil:
+// the accepted side is a TLS server with srv's configuration, handshaken.
+func newConnFixtureTLS(t *testing.T, srv *tls.Config, opts ...func(*Options)) *connFixture {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -72,6 +82,9 @@ func newConnFixture(t *testing.T, opts ...func(*Options)) *connFixture {
 	f.cancel = cancel
 	f.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return f.opt.Logger }))
 	key := route.Key{Scheme: "http", Host: host, Port: port}
+	if srv != nil {
+		key.Scheme = "https"
+	}
 	spawned := make(chan *actor.PID, 1)
 	f.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
@@ -87,8 +100,19 @@ func newConnFixture(t *testing.T, opts ...func(*Options)) *connFixture {
 	if f.server, err = ln.Accept(); err != nil {
 		t.Fatal(err)
 	}
+	handshaken := make(chan error, 1)
+	if srv != nil {
+		ts := tls.Server(f.server, srv)
+		f.server = ts
+		go func() { handshaken <- ts.Handshake() }() // owned by the test: bounded by the client's dial
+	} else {
+		handshaken <- nil
+	}
 	if d := <-f.dialed; d.Err != nil {
 		t.Fatal(d.Err)
+	}
+	if err := <-handshaken; err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		f.server.Close()
@@ -245,5 +269,80 @@ func TestResponseHeaderTimeoutInTheMiddleOfALine(t *testing.T) {
 				t.Errorf("%v is not a net.Error timeout", r.Err)
 			}
 		})
+	}
+}
+
+// stallConn is a socket whose writes block, regardless of deadlines, once
+// stall is set, until it is closed: a peer that stopped reading, with the
+// send buffer full.
+type stallConn struct {
+	net.Conn
+	stall  atomic.Bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	if c.stall.Load() {
+		<-c.closed
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *stallConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// A body closed before its end on a TLS connection closes the socket without
+// writing a close_notify alert first: tls.Conn.Close would block on a peer
+// that stopped reading (for up to 5 s with a deadline the socket honours,
+// here for ever), and Body.Close must not.
+func TestBodyCloseOnTLSDoesNotWaitToSendAnAlert(t *testing.T) {
+	cert, err := faultserver.NewCert(faultserver.CertSpec{IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc *stallConn
+	f := newConnFixtureTLS(t, cert.ServerConfig(), func(o *Options) {
+		o.TLSConfig = &tls.Config{RootCAs: cert.Pool}
+		dial := o.DialContext
+		o.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			sc = &stallConn{Conn: nc, closed: make(chan struct{})} // read by the test after Dialed
+			return sc, nil
+		}
+	})
+	go func() { // owned by the test: ends when the fixture closes the server side
+		br := bufio.NewReader(f.server)
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
+			io.Copy(io.Discard, br)
+		}
+	}()
+	r := f.exchange(t, newGet(t, context.Background()), false)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(r.Resp.Body, buf); err != nil {
+		t.Fatal(err)
+	}
+	sc.stall.Store(true)
+	closed := make(chan error, 1)
+	go func() { closed <- r.Resp.Body.Close() }() // owned by the test, which waits for closed
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		sc.Close() // lets the test end
+		t.Fatal("Body.Close blocked writing a TLS alert to a peer that does not read")
+	}
+	if rel := <-f.release; rel.reusable {
+		t.Error("a body closed before its end left its connection reusable")
 	}
 }
