@@ -101,7 +101,7 @@ func (x *exchange) exchange(req *http.Request) (*http.Response, error) {
 	if x.got.H2 != nil {
 		return x.stream(req)
 	}
-	x.exReq = conn.ExchangeRequest{Req: req, Reused: x.got.Reused, AcceptGzip: x.gzip, Reply: &x.exReply, Done: x}
+	x.exReq = conn.ExchangeRequest{ConnID: x.got.ConnID, Req: req, Reused: x.got.Reused, AcceptGzip: x.gzip, Reply: &x.exReply, Done: x}
 	x.c.sys.Root.Send(x.got.Conn, &x.exReq)
 	r, _, ok := x.exReply.Result()
 	if !ok {

@@ -82,7 +82,7 @@ func BenchmarkExchange(b *testing.B) {
 				sys.Shutdown()
 			}()
 			released := make(chan bool, 1)
-			m := &ExchangeRequest{Done: EnderFunc(func(r bool, _ time.Duration) { released <- r })}
+			m := &ExchangeRequest{ConnID: 1, Done: EnderFunc(func(r bool, _ time.Duration) { released <- r })}
 			buf := make([]byte, 64)
 			rd := strings.NewReader(tc.body)
 			b.ReportAllocs()

@@ -25,6 +25,11 @@ var ErrStaleConn = errors.New("pooled connection was closed by the server")
 // received bytes nobody asked for.
 var errUnsolicited = errors.New("server sent unsolicited bytes on an idle connection")
 
+// errConnGone answers an exchange meant for a connection that closed while
+// its actor went on to serve another (ExchangeRequest.ConnID): it is
+// ErrStaleConn, so the request, never written, is retried on another.
+var errConnGone = fmt.Errorf("%w: the leased connection is gone", ErrStaleConn)
+
 // errPeerClosed is the cause (under ErrStaleConn) when a pooled connection's
 // socket holds the server's FIN.
 var errPeerClosed = errors.New("server closed the idle connection")

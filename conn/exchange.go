@@ -66,6 +66,9 @@ func (c *Actor) unanswered(r ExchangeResponse) {
 // when the holder gets the answer.
 func (c *Actor) exchange(m *ExchangeRequest) ExchangeResponse {
 	req := m.Req
+	if m.ConnID != c.id { // the leased socket closed, and the actor serves another: leave that one be
+		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: errConnGone}}
+	}
 	if c.nc == nil || c.broken {
 		return ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrStaleConn}}
 	}

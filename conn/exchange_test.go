@@ -128,7 +128,7 @@ func newConnFixtureTLS(t *testing.T, srv *tls.Config, opts ...func(*Options)) *c
 func (f *connFixture) exchange(t *testing.T, req *http.Request, reused bool) ExchangeResponse {
 	t.Helper()
 	reply := &wait.Ticket[ExchangeResponse]{}
-	f.sys.Root.Send(f.conn, &ExchangeRequest{Req: req, Reused: reused, Reply: reply,
+	f.sys.Root.Send(f.conn, &ExchangeRequest{ConnID: 1, Req: req, Reused: reused, Reply: reply,
 		Done: EnderFunc(func(reusable bool, idle time.Duration) { f.release <- releaseResult{reusable, idle} })})
 	select {
 	case <-reply.Ready():

@@ -34,7 +34,7 @@ func runScripted(t *testing.T, method, raw string) scripted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &ExchangeRequest{Req: req, Done: EnderFunc(func(r bool, _ time.Duration) { s.dones++; s.reusable = r })}
+	m := &ExchangeRequest{ConnID: 1, Req: req, Done: EnderFunc(func(r bool, _ time.Duration) { s.dones++; s.reusable = r })}
 	r := s.c.exchange(m)
 	s.resp, s.err = r.Resp, r.Err
 	if s.err != nil {
@@ -109,7 +109,7 @@ func TestExchangeRefusesConnectionWithBytesWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := http.NewRequest("GET", "http://example.test/", nil)
-	err := c.exchange(&ExchangeRequest{Req: req, Reused: true, Done: EnderFunc(func(bool, time.Duration) { t.Error("Done called") })}).Err
+	err := c.exchange(&ExchangeRequest{ConnID: 1, Req: req, Reused: true, Done: EnderFunc(func(bool, time.Duration) { t.Error("Done called") })}).Err
 	var ee *ExchangeError
 	if !errors.As(err, &ee) || ee.Written || !errors.Is(err, ErrStaleConn) || !errors.Is(err, ErrNotSent) {
 		t.Fatalf("exchange with bytes waiting: %v; want ErrStaleConn, nothing written", err)
@@ -159,7 +159,7 @@ func TestContentLengthWithChunkedIsCaughtInAHeadThatArrivesInPieces(t *testing.T
 		c := newBareActor(nc, opt)
 		req, _ := http.NewRequest("GET", "http://example.test/", nil)
 		reusable := true
-		r := c.exchange(&ExchangeRequest{Req: req, Done: EnderFunc(func(r bool, _ time.Duration) { reusable = r })})
+		r := c.exchange(&ExchangeRequest{ConnID: 1, Req: req, Done: EnderFunc(func(r bool, _ time.Duration) { reusable = r })})
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}

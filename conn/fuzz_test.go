@@ -145,7 +145,7 @@ func exchangeOnce(t *testing.T, opt *Options, raw []byte, mode uint8) {
 			t.Fatal(err)
 		}
 		dones, reused := 0, false
-		m := &ExchangeRequest{Req: req, Done: EnderFunc(func(r bool, _ time.Duration) { dones++; reused = r })}
+		m := &ExchangeRequest{ConnID: 1, Req: req, Done: EnderFunc(func(r bool, _ time.Duration) { dones++; reused = r })}
 		r := c.exchange(m)
 		resp, err := r.Resp, r.Err
 		if err != nil {

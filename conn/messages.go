@@ -94,7 +94,13 @@ type WatchIdle struct{}
 // AcceptGzip asks for "Accept-Encoding: gzip" on the wire (transparent
 // compression) without a copy of Req's header: the request is written as if
 // its header had that field.
+//
+// ConnID is the leased connection's ID (Lease.ConnID). A connection actor
+// serves several sockets in turn (it is recycled when one closes), so an
+// exchange meant for another of its connections is refused with ErrStaleConn,
+// nothing written: a request goes only to the socket it was leased.
 type ExchangeRequest struct {
+	ConnID     uint64
 	Req        *http.Request
 	Reused     bool
 	AcceptGzip bool

@@ -3,6 +3,7 @@ package conn
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -128,23 +129,11 @@ func (f *recycleFixture) waitDialed(t *testing.T, id uint64) *Dialed {
 	return nil
 }
 
-// get runs one GET on the actor; read says whether the body is read to its end.
-func (f *recycleFixture) get(t *testing.T, reused, read bool) (ExchangeResponse, chan bool) {
+// get runs one GET on the actor's connection id; read says whether the body
+// is read to its end.
+func (f *recycleFixture) get(t *testing.T, id uint64, reused, read bool) (ExchangeResponse, chan bool) {
 	t.Helper()
-	req, err := http.NewRequest("GET", "http://example.test/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan bool, 1)
-	reply := &wait.Ticket[ExchangeResponse]{}
-	f.sys.Root.Send(f.pid, &ExchangeRequest{Req: req, Reused: reused, Reply: reply,
-		Done: EnderFunc(func(reusable bool, _ time.Duration) { done <- reusable })})
-	select {
-	case <-reply.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no answer to the exchange in 10s")
-	}
-	r, _, _ := reply.Result()
+	r, done := f.send(t, id, reused)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -155,6 +144,26 @@ func (f *recycleFixture) get(t *testing.T, reused, read bool) (ExchangeResponse,
 			t.Fatal("a complete exchange was not reusable")
 		}
 	}
+	return r, done
+}
+
+// send sends one GET for the actor's connection id and returns its answer.
+func (f *recycleFixture) send(t *testing.T, id uint64, reused bool) (ExchangeResponse, chan bool) {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://example.test/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool, 1)
+	reply := &wait.Ticket[ExchangeResponse]{}
+	f.sys.Root.Send(f.pid, &ExchangeRequest{ConnID: id, Req: req, Reused: reused, Reply: reply,
+		Done: EnderFunc(func(reusable bool, _ time.Duration) { done <- reusable })})
+	select {
+	case <-reply.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer to the exchange in 10s")
+	}
+	r, _, _ := reply.Result()
 	return r, done
 }
 
@@ -174,8 +183,8 @@ var recycleKeeps = map[string]bool{
 func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 	f := newRecycleFixture(t)
 	first := f.waitDialed(t, 1)
-	f.get(t, false, true)
-	f.get(t, true, true)
+	f.get(t, 1, false, true)
+	f.get(t, 1, true, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
 	first.Abort() // as the route's closeConn does
 	f.sys.Root.Send(f.pid, &RecycleRequest{})
@@ -204,8 +213,16 @@ func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 	if second.NetConn == first.NetConn {
 		t.Fatal("the recycled actor kept its old socket")
 	}
-	if r, _ := f.get(t, false, true); r.Resp.StatusCode != 200 {
+	// An exchange meant for the first connection (a holder that kept its
+	// lease past the close) is refused, not written to the second socket.
+	if r, _ := f.send(t, 1, true); !errors.Is(r.Err, ErrStaleConn) || !errors.Is(r.Err, ErrNotSent) {
+		t.Fatalf("exchange for the closed connection 1 on the actor of connection 2: %v; want ErrStaleConn and ErrNotSent", r.Err)
+	}
+	if r, _ := f.get(t, 2, false, true); r.Resp.StatusCode != 200 {
 		t.Fatalf("status %d on the new socket", r.Resp.StatusCode)
+	}
+	if r, _ := f.get(t, 2, true, true); r.Resp.StatusCode != 200 {
+		t.Fatalf("status %d on the new socket's second request (the refused exchange left it out of step?)", r.Resp.StatusCode)
 	}
 	if _, err := first.NetConn.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the first socket is still open")
@@ -217,7 +234,7 @@ func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 func TestConnectionActorWithALentBodyStopsInsteadOfRecycling(t *testing.T) {
 	f := newRecycleFixture(t)
 	d := f.waitDialed(t, 1)
-	r, _ := f.get(t, false, false) // the body holds the connection's reader
+	r, _ := f.get(t, 1, false, false) // the body holds the connection's reader
 	d.Abort()
 	f.sys.Root.Send(f.pid, &RecycleRequest{})
 	select {
