@@ -9,14 +9,16 @@ import (
 // ErrRefused is returned (inside a *RoundTripError) when the server refused a
 // stream before processing it: the stream was above the last stream id of a
 // GOAWAY (RFC 9113 section 6.8), or was reset with REFUSED_STREAM (section
-// 8.7). errors.Is(err, errs.ErrNotSent) holds too: replaying the request on
-// another connection is safe whatever its method. The engine may have read and
-// closed the request's Body: replay it with Request.GetBody.
+// 8.7). errors.Is(err, conn.ErrNotSent) holds too (client.ErrNotSent is the
+// same value): replaying the request on another connection is safe whatever
+// its method. The engine may have read and closed the request's Body: replay
+// it with Request.GetBody.
 var ErrRefused = errors.New("h2: stream refused by the server before processing")
 
 // ErrNoStream is returned (inside a *RoundTripError) when the connection had no
 // stream for the request: every stream is in use, or it is draining or closed.
-// Nothing was sent: errors.Is(err, errs.ErrNotSent) holds too.
+// Nothing was sent: errors.Is(err, conn.ErrNotSent) holds too
+// (client.ErrNotSent is the same value).
 var ErrNoStream = errors.New("h2: no stream available on the connection")
 
 // ErrNotH2 is returned by New for a TLS connection whose ALPN negotiation did not
@@ -26,8 +28,9 @@ var ErrNotH2 = errors.New(`h2: TLS connection did not negotiate "h2"`)
 // RoundTripError is the error of a failed RoundTrip. It wraps the cause
 // (errors.As reaches the engine's http2.StreamError, context errors, ...) and
 // says whether the request may have been acted on: errors.Is(err,
-// errs.ErrNotSent) when it was not (refused, or no stream), errors.Is(err,
-// errs.ErrOutcomeUnknown) otherwise.
+// conn.ErrNotSent) when it was not (refused, or no stream), errors.Is(err,
+// conn.ErrOutcomeUnknown) otherwise (the same values as client.ErrNotSent and
+// client.ErrOutcomeUnknown).
 type RoundTripError struct {
 	// Sent reports whether the request may have reached the server and been
 	// processed. When false, replaying it elsewhere is safe whatever its method.
