@@ -11,15 +11,10 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// dial opens the socket of route k: TCP to the target (or the way through k's
-// proxy, see dialProxy), then TLS for https. It is bounded by ctx (DialTimeout
-// and the client's lifetime).
-func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
-	return dialTimed(ctx, k, opt, nil)
-}
-
-// dialTimed is dial, adding the time its TCP connects and TLS handshakes take
-// to times (when not nil).
+// dialTimed opens the socket of route k: TCP to the target (or the way
+// through k's proxy, see dialProxy), then TLS for https. It is bounded by ctx
+// (DialTimeout and the client's lifetime), and adds the time its TCP connects
+// and TLS handshakes take to times (when not nil).
 func dialTimed(ctx context.Context, k route.Key, opt *Options, times *dialTimes) (net.Conn, error) {
 	var nc net.Conn
 	var err error

@@ -301,3 +301,8 @@ func TestSOCKS5ProxyRelaysWithUsernameAndPassword(t *testing.T) {
 		t.Fatalf("dial with a wrong SOCKS5 password: err = %v, want a failure that does not show the password", err)
 	}
 }
+
+// dial is dialTimed without timings, as the tests call it.
+func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
+	return dialTimed(ctx, k, opt, nil)
+}
