@@ -258,16 +258,21 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if m.Ticket.Done() {
 		return // gave up before we got to it; its LeaseCancelled follows
 	}
-	// An idle connection, or a free stream, goes to this caller only if nobody
-	// who can take it queued earlier (fresh waiters cannot take a re-used
-	// connection).
-	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
-		if cs := r.h2WithRoom(ctx, m.Avoid); cs != nil {
+	// A free stream, or an idle connection, goes to this caller only if
+	// nobody who can take it queued earlier. For a stream that is a waiter
+	// that does not avoid its connection (one that avoids it, a replay, waits
+	// for another connection, and the caller does not queue behind it); for
+	// an idle connection, a waiter that is not fresh (fresh waiters cannot
+	// take a re-used connection).
+	if !m.Fresh {
+		if cs := r.h2WithRoom(ctx, m.Avoid); cs != nil && !r.waiterFor(cs) {
 			if !r.grant(m, cs, queuedAt{}) {
 				r.available(ctx, cs, r.clock())
 			}
 			return
 		}
+	}
+	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
 		if cs := r.popIdle(ctx); cs != nil {
 			if !r.grant(m, cs, queuedAt{}) {
 				r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes

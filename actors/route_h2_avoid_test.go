@@ -128,3 +128,29 @@ func TestRouteDialsForAWaiterThatAvoidsTheConnectionWithRoom(t *testing.T) {
 	}
 	p.release(h, true, first, got)
 }
+
+// A caller that arrives while only a replay avoiding the connection with room
+// waits takes a stream of it at once: it does not queue behind a waiter that
+// cannot use that connection.
+func TestRouteDoesNotQueueACallerBehindAWaiterThatAvoidsTheFreeConnection(t *testing.T) {
+	_, opt := withH2C(t, 4) // the gate stays shut: the replay's dial never ends
+	p := newPool(t, 2, 10, opt)
+	h := p.route("a")
+	first := p.leased(p.ask(h))
+	eventually(t, "the server's SETTINGS known", func() bool { return first.H2.Streams().Settings })
+
+	replay := p.askAvoiding(h, first.ConnID)
+	if !p.waiting(h, replay) {
+		t.Fatal("the replay was served while its dial is held")
+	}
+	waits := len(p.stats(h).RecentWaits) // the first caller's, which waited for the dial
+	next := p.leased(p.ask(h))
+	if next.ConnID != first.ConnID {
+		t.Fatalf("the new caller got connection %d, want a stream of %d", next.ConnID, first.ConnID)
+	}
+	st := p.stats(h)
+	if st.Pending != 1 || len(st.RecentWaits) != waits {
+		t.Fatalf("pending %d, recent waits %+v; want the replay alone waiting and the new caller not queued", st.Pending, st.RecentWaits)
+	}
+	p.release(h, true, first, next)
+}
