@@ -27,6 +27,35 @@ func TestConnectionCloseResponseIsNotReused(t *testing.T) {
 	h.settle()
 }
 
+// The actors of closed connections are kept for the route's next dials, a
+// few at most, and Stats counts them.
+func TestClosedConnectionsLeaveAFewSpareActors(t *testing.T) {
+	h := newHarness(t, Config{}, func(c *rawConn) {
+		c.serve(func(int, *http.Request) string {
+			return "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+		})
+	})
+	spares := func() int {
+		n := 0
+		for _, r := range h.c.Stats().Routes {
+			n += r.SpareActors
+		}
+		return n
+	}
+	h.mustGet("/1", "ok")
+	waitFor(t, "the closed connection's actor kept as a spare", func() bool { return spares() == 1 })
+	for i := range 5 {
+		h.mustGet(fmt.Sprintf("/%d", i+2), "ok")
+		if n := spares(); n > 2 {
+			t.Fatalf("%d spare actors, want at most 2", n)
+		}
+	}
+	if n := h.closedBy("not_reusable"); n != 6 {
+		t.Errorf("closed as not reusable: %d, want 6", n)
+	}
+	h.settle()
+}
+
 func TestRequestConnectionCloseIsNotReused(t *testing.T) {
 	h := newHarness(t, Config{}, func(c *rawConn) {
 		c.serve(func(int, *http.Request) string { return okResponse })

@@ -69,6 +69,11 @@ type RouteStats struct {
 	LearnedIdle    time.Duration     // the idle timeout the route learned of its server (0 = none); idle connections are retired before it
 	ClosedBy       map[string]uint64 // Closed by reason (idle_expiry, lru_eviction, ...); sums to Closed
 	OldestLease    time.Duration     // age of this route's oldest unreleased lease (0 = none)
+	// SpareActors counts the connection actors the route keeps without a
+	// socket, to serve its next dials (an actor whose connection closed is
+	// recycled rather than stopped: at most 2 per route, with no goroutine,
+	// socket or buffer each).
+	SpareActors int
 
 	RecentCloses []ClosedConn // the last connection closes (evictions, expiries, ...), newest first, at most 16
 	RecentWaits  []Wait       // the last leases that waited in the route's queue, newest first, at most 16
@@ -168,7 +173,7 @@ func routeStats(r actors.RouteStatsResponse, h *actors.RouteHandle) RouteStats {
 		Max: r.Max, Dialing: r.Dialing, Opened: r.Opened, Closed: r.Closed, Leases: r.Leases,
 		Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts, ClosedBy: r.ClosedBy,
 		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,
-		LearnedIdle: r.LearnedIdle, Streams: r.Streams,
+		LearnedIdle: r.LearnedIdle, Streams: r.Streams, SpareActors: r.Spare + r.Recycling,
 		RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits, OldestLease: r.OldestLease}
 }
 
