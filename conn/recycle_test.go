@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -248,4 +249,71 @@ func TestConnectionActorWithALentBodyStopsInsteadOfRecycling(t *testing.T) {
 		t.Fatal("the actor neither stopped nor answered in 10s")
 	}
 	r.Resp.Body.Close()
+}
+
+// BenchmarkSpareActorMemory measures what a spare connection actor (recycled,
+// without a socket: see actors' spareConns) keeps on the heap: the actor, and
+// protoactor's process, mailbox, context and registry entry. Each round spawns
+// 2,000 connection actors whose dials fail at once, recycles them, and
+// reports the live heap they add, per actor (B/spare), their PIDs and
+// registry entries included.
+func BenchmarkSpareActorMemory(b *testing.B) {
+	const n = 2000
+	key := route.Key{Scheme: "http", Host: "spare.test", Port: "80"}
+	var perSpare float64
+	for b.Loop() {
+		var workers sync.WaitGroup
+		opt := &Options{DialTimeout: time.Second, MaxResponseHeaderBytes: 1 << 20,
+			DialContext: func(context.Context, string, string) (net.Conn, error) { return nil, errors.New("no dial (benchmark)") },
+			Go:          func(fn func()) { workers.Go(fn) }, // dial workers, waited for at the end of the round
+			Logger:      slog.New(slog.NewTextHandler(io.Discard, nil))}
+		life, cancel := context.WithCancel(context.Background())
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return opt.Logger }))
+		failed, recycled := make(chan struct{}, n), make(chan struct{}, n)
+		kids := make([]*actor.PID, 0, n) // as a route's spares slice holds them
+		spawned := make(chan struct{})
+		parent := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+			switch ctx.Message().(type) {
+			case spawnChildren:
+				for i := range n {
+					kids = append(kids, ctx.Spawn(Props(uint64(i+1), key, opt, life)))
+				}
+				close(spawned)
+			case *Dialed:
+				failed <- struct{}{}
+			case *RecycleResponse:
+				recycled <- struct{}{}
+			}
+		}))
+		baseline := liveHeap()
+		sys.Root.Send(parent, spawnChildren{})
+		<-spawned
+		for range n {
+			<-failed
+		}
+		for _, pid := range kids {
+			sys.Root.Send(pid, &RecycleRequest{})
+		}
+		for range n {
+			<-recycled
+		}
+		perSpare = (float64(liveHeap()) - float64(baseline)) / n
+		sys.Root.StopFuture(parent).Wait()
+		cancel()
+		workers.Wait()
+		sys.Shutdown()
+	}
+	b.ReportMetric(perSpare, "B/spare")
+}
+
+// spawnChildren makes BenchmarkSpareActorMemory's parent spawn its
+// connection actors.
+type spawnChildren struct{}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
