@@ -62,6 +62,10 @@ type RoutePublished struct {
 	// LearnedIdle is the server's learned idle timeout (ns; 0 = none). Read
 	// by the pool gauges.
 	LearnedIdle atomic.Int64
+	// Spare is the number of spare connection actors (spareConns). Read by
+	// the supervisor: expiry ticks also go to routes with spares, which stop
+	// them once quiet (expireSpares).
+	Spare atomic.Int32
 }
 
 type connPhase uint8
@@ -214,6 +218,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *ExpiryTicked:
 		r.onExpire(ctx, m.Now)
 		r.warnLongWait(m.Now)
+		r.expireSpares(ctx, m.Now)
 	case *CloseIdleRequest:
 		n := len(r.idle)
 		for len(r.idle) > 0 {

@@ -209,6 +209,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	}
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
+	if len(r.conns) == 0 {
+		r.spares.emptied = r.clock()
+	}
 	// Closed and ClosedBy count connections that were open; failed dials are
 	// DialFailures.
 	if reason != ReasonDialFailed {
@@ -239,10 +242,13 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 // about 6 us and 20 allocations (props, PID, registry entry, mailbox,
 // Started, Stopping, Stopped, Terminated): most of a dial's cost beyond the
 // connect under churn (BenchmarkDial). A spare holds no goroutine, socket or
-// buffer; the spares stop with the route.
+// buffer, but about 2 KB of heap (conn's BenchmarkSpareActorMemory): the
+// spares stop with the route, or once the route has had no connection for
+// MaxIdleTime (expireSpares), so a quiet route keeps none.
 type spareConns struct {
 	pids      []*actor.PID // recycled (RecycleResponse), ready for a DialRequest
 	recycling []*actor.PID // sent a RecycleRequest, not answered yet
+	emptied   time.Time    // when the route's last connection closed
 }
 
 // maxSpareConns bounds the spare connection actors of a route.
@@ -283,6 +289,24 @@ func (s *spareConns) gone(pid *actor.PID) {
 	if !drop(&s.pids, pid) {
 		drop(&s.recycling, pid)
 	}
+}
+
+// expireSpares stops the spare actors of a route that has had no connection
+// for MaxIdleTime and has no waiter (the rule idle connections follow): they
+// serve dials under churn, and a quiet route needs none. Called on an expiry
+// tick; the supervisor sends ticks to routes with spares
+// (RoutePublished.Spare).
+func (r *Route) expireSpares(ctx actor.Context, now time.Time) {
+	s := &r.spares
+	if len(s.pids) == 0 || len(r.conns) > 0 || r.waiters.Len() > 0 ||
+		r.cfg.MaxIdleTime <= 0 || now.Sub(s.emptied) < r.cfg.MaxIdleTime {
+		return
+	}
+	for i, pid := range s.pids {
+		ctx.Stop(pid) // its Terminated finds it in no list (gone)
+		s.pids[i] = nil
+	}
+	s.pids = s.pids[:0]
 }
 
 // drop removes pid from *pids and reports whether it was there.

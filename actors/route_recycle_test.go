@@ -2,6 +2,7 @@ package actors
 
 import (
 	"testing"
+	"time"
 
 	"github.com/connactor/connactor/conn"
 )
@@ -131,4 +132,31 @@ func TestRouteNeverRecyclesAConnectionActorThatFailed(t *testing.T) {
 	if next := p.lease(h, 1)[0]; next.Conn.Id != l.Conn.Id {
 		t.Fatalf("the next connection has actor %s, want the recycled %s", next.Conn.Id, l.Conn.Id)
 	}
+}
+
+// A route that has had no connection for MaxIdleTime stops its spare actors
+// (the fixture's MaxIdleTime is a minute): a quiet route keeps nothing, and
+// its next dial spawns an actor again.
+func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
+	p := newPool(t, 2, 2)
+	h := p.route("a")
+	first := p.lease(h, 2)
+	old := map[string]bool{first[0].Conn.Id: true, first[1].Conn.Id: true}
+	p.release(h, false, first...)
+	if st := p.settle(h); st.Spare != 2 || st.Open != 0 {
+		t.Fatalf("after both connections closed: %d spares, %d open; want 2 and 0", st.Spare, st.Open)
+	}
+	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(30 * time.Second)})
+	if st := p.settle(h); st.Spare != 2 {
+		t.Fatalf("%d spares half a MaxIdleTime after the last close, want 2 kept", st.Spare)
+	}
+	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(2 * time.Minute)})
+	if st := p.settle(h); st.Spare != 0 {
+		t.Fatalf("%d spares after MaxIdleTime without a connection, want 0", st.Spare)
+	}
+	l := p.lease(h, 1)[0]
+	if old[l.Conn.Id] {
+		t.Fatalf("the next connection runs on stopped spare %s", l.Conn.Id)
+	}
+	p.release(h, true, l)
 }

@@ -21,6 +21,7 @@ func (r *Route) publish() {
 		p.FailFast.Store(open)
 	}
 	storeIfChanged(&p.LearnedIdle, int64(r.learner.closedAt))
+	storeIfChanged(&p.Spare, int32(len(r.spares.pids)))
 }
 
 // storeIfChanged stores v into a when it holds another value.

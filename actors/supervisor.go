@@ -427,7 +427,7 @@ func (s *Supervisor) dropQueued(id string) {
 func (s *Supervisor) onExpiryTick(ctx actor.Context) {
 	msg := &ExpiryTicked{Now: s.cfg.Route.Now()}
 	for _, e := range s.byID {
-		if e.h.Pub.Idle.Load() > 0 || e.h.Pub.Pending.Load() > 0 {
+		if e.h.Pub.Idle.Load() > 0 || e.h.Pub.Pending.Load() > 0 || e.h.Pub.Spare.Load() > 0 {
 			ctx.Send(e.h.PID, msg)
 		}
 	}

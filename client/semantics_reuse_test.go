@@ -56,6 +56,23 @@ func TestClosedConnectionsLeaveAFewSpareActors(t *testing.T) {
 	h.settle()
 }
 
+// A route left without connections stops its spare actors after MaxIdleTime:
+// the supervisor's expiry ticks reach a route that has spares only.
+func TestQuietRouteStopsItsSpareActors(t *testing.T) {
+	h := newHarness(t, Config{MaxIdleTime: 200 * time.Millisecond}, func(c *rawConn) {
+		c.serve(func(int, *http.Request) string {
+			return "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+		})
+	})
+	h.mustGet("/1", "ok")
+	waitFor(t, "the spare actor stopped", func() bool {
+		st := h.c.Stats()
+		return len(st.Routes) == 1 && st.Routes[0].SpareActors == 0 && st.Routes[0].Closed == 1
+	})
+	h.mustGet("/2", "ok") // a new actor dials
+	h.settle()
+}
+
 func TestRequestConnectionCloseIsNotReused(t *testing.T) {
 	h := newHarness(t, Config{}, func(c *rawConn) {
 		c.serve(func(int, *http.Request) string { return okResponse })
