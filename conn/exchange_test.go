@@ -140,6 +140,27 @@ func (f *connFixture) exchange(t *testing.T, req *http.Request, reused bool) Exc
 	}
 }
 
+// firstOfStalledBody runs a GET whose response declares 100 bytes of body
+// and sends 5 ("first"), which it returns read: the rest never comes.
+func (f *connFixture) firstOfStalledBody(t *testing.T) ExchangeResponse {
+	t.Helper()
+	go func() { // owned by the test: ends when the fixture closes the server side
+		br := bufio.NewReader(f.server)
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
+			io.Copy(io.Discard, br) // stalls: the rest of the body never comes
+		}
+	}()
+	r := f.exchange(t, newGet(t, context.Background()), false)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := io.ReadFull(r.Resp.Body, make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func newGet(t *testing.T, ctx context.Context) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://example.test/", nil)
@@ -186,21 +207,8 @@ func TestIdleWatchReportsServerCloseAndExchangeRefusesStaleConnection(t *testing
 
 func TestClosingBodyDuringBlockedReadInterruptsIt(t *testing.T) {
 	f := newConnFixture(t)
-	go func() { // owned by the test: ends when the fixture closes the server side
-		br := bufio.NewReader(f.server)
-		if _, err := http.ReadRequest(br); err == nil {
-			io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
-			io.Copy(io.Discard, br) // stalls: the rest of the body never comes
-		}
-	}()
-	r := f.exchange(t, newGet(t, context.Background()), false)
-	if r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	r := f.firstOfStalledBody(t)
 	buf := make([]byte, 5)
-	if _, err := io.ReadFull(r.Resp.Body, buf); err != nil {
-		t.Fatal(err)
-	}
 	readErr := make(chan error, 1)
 	go func() { // owned by the test, which waits for readErr
 		_, err := r.Resp.Body.Read(buf)
@@ -318,21 +326,7 @@ func TestBodyCloseOnTLSDoesNotWaitToSendAnAlert(t *testing.T) {
 			return sc, nil
 		}
 	})
-	go func() { // owned by the test: ends when the fixture closes the server side
-		br := bufio.NewReader(f.server)
-		if _, err := http.ReadRequest(br); err == nil {
-			io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
-			io.Copy(io.Discard, br)
-		}
-	}()
-	r := f.exchange(t, newGet(t, context.Background()), false)
-	if r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	buf := make([]byte, 5)
-	if _, err := io.ReadFull(r.Resp.Body, buf); err != nil {
-		t.Fatal(err)
-	}
+	r := f.firstOfStalledBody(t)
 	sc.stall.Store(true)
 	closed := make(chan error, 1)
 	go func() { closed <- r.Resp.Body.Close() }() // owned by the test, which waits for closed
