@@ -118,6 +118,7 @@ type StatusRoute struct {
 	FailedFast    uint64            `json:"failedFast"`              // RouteStats.FailedFast
 	LearnedIdle   float64           `json:"learnedIdle"`             // RouteStats.LearnedIdle
 	OldestLease   float64           `json:"oldestLease"`             // RouteStats.OldestLease
+	SpareActors   int               `json:"spareActors"`             // RouteStats.SpareActors
 	ReuseRatio    float64           `json:"reuseRatio"`              // Reuses / Leases
 	ClosedBy      map[string]uint64 `json:"closedBy"`                // RouteStats.ClosedBy
 	RecentCloses  []StatusClose     `json:"recentCloses"`            // RouteStats.RecentCloses
@@ -170,7 +171,7 @@ func (c *Client) Status() Status {
 			Reuses: r.Reuses, DialFailures: r.DialFailures, LeaseTimeouts: r.LeaseTimeouts,
 			OldestLease: r.OldestLease.Seconds(), ReuseRatio: r.ReuseRatio(), ClosedBy: r.ClosedBy,
 			QueueFull: r.QueueFull, FailFast: r.FailFast, FailedFast: r.FailedFast, LearnedIdle: r.LearnedIdle.Seconds(),
-			FleetShare: r.FleetShare, FleetBudget: r.FleetBudget, FleetState: r.FleetState, FleetRenewal: r.FleetRenewal.Seconds(),
+			SpareActors: r.SpareActors, FleetShare: r.FleetShare, FleetBudget: r.FleetBudget, FleetState: r.FleetState, FleetRenewal: r.FleetRenewal.Seconds(),
 			RecentCloses: make([]StatusClose, 0, len(r.RecentCloses)),
 			RecentWaits:  make([]StatusWait, 0, len(r.RecentWaits))}
 		if !r.FailFastUntil.IsZero() {
