@@ -263,27 +263,8 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if m.Ticket.Done() {
 		return // gave up before we got to it; its LeaseCancelled follows
 	}
-	// A free stream, or an idle connection, goes to this caller only if
-	// nobody who can take it queued earlier. For a stream that is a waiter
-	// that does not avoid its connection (one that avoids it, a replay, waits
-	// for another connection, and the caller does not queue behind it); for
-	// an idle connection, a waiter that is not fresh (fresh waiters cannot
-	// take a re-used connection).
-	if !m.Fresh {
-		if cs := r.h2WithRoom(ctx, m.Avoid); cs != nil && !r.waiterFor(cs) {
-			if !r.grant(m, cs, queuedAt{}) {
-				r.available(ctx, cs, r.clock())
-			}
-			return
-		}
-	}
-	if !m.Fresh && r.waiters.Len() == r.freshWaiters {
-		if cs := r.popIdle(ctx); cs != nil {
-			if !r.grant(m, cs, queuedAt{}) {
-				r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes
-			}
-			return
-		}
+	if r.leaseNow(ctx, m) {
+		return
 	}
 	// A caller that would wait for a dial fails at once while dials keep
 	// failing (connections the route still has serve as usual).
@@ -302,6 +283,33 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if m.Fresh {
 		r.freshWaiters++
 	}
+}
+
+// leaseNow grants m a free stream or an idle connection, and reports
+// whether it did. One goes to m only if nobody who can take it queued
+// earlier: for a stream, a waiter that does not avoid its connection (one
+// that avoids it, a replay, waits for another connection, and m does not
+// queue behind it); for an idle connection, a waiter that is not fresh
+// (fresh waiters cannot take a re-used connection). A fresh caller takes
+// neither.
+func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
+	if m.Fresh {
+		return false
+	}
+	cs := r.h2WithRoom(ctx, m.Avoid)
+	if cs != nil && r.waiterFor(cs) {
+		cs = nil
+	}
+	if cs == nil && r.waiters.Len() == r.freshWaiters {
+		cs = r.popIdle(ctx)
+	}
+	if cs == nil {
+		return false
+	}
+	if !r.grant(m, cs, queuedAt{}) {
+		r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes
+	}
+	return true
 }
 
 // onLeaseCancelled drops a waiter that gave up, and takes back a connection
