@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/connactor/connactor/internal/lookpath"
 )
 
 // EtcdNames are where the etcd server binary is looked for: on PATH, and
@@ -25,18 +27,7 @@ const EtcdRoot = "/connactor-fleet"
 
 // EtcdPath returns the etcd server binary (see EtcdNames), or "" when there
 // is none.
-func EtcdPath() string {
-	for _, n := range EtcdNames {
-		if filepath.IsAbs(n) {
-			if _, err := os.Stat(n); err == nil {
-				return n
-			}
-		} else if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	return ""
-}
+func EtcdPath() string { return lookpath.Find(EtcdNames...) }
 
 // Etcd is a single-member etcd server on 127.0.0.1 ports, its data in a
 // directory of its own.

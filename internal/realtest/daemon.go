@@ -10,13 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/internal/lookpath"
 )
 
 // Tool returns the path of the first of names found on PATH or, for an
@@ -24,16 +25,8 @@ import (
 // log, or, under CI=true, fails.
 func Tool(t testing.TB, what string, names ...string) string {
 	t.Helper()
-	for _, n := range names {
-		if filepath.IsAbs(n) {
-			if _, err := os.Stat(n); err == nil {
-				return n
-			}
-			continue
-		}
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
+	if p := lookpath.Find(names...); p != "" {
+		return p
 	}
 	Missing(t, what, fmt.Sprintf("looked for %v", names))
 	return ""
