@@ -177,8 +177,7 @@ func (b *body) finish(ok bool) {
 	if !ok {
 		// The body holds the connection until ExchangeEnded (see Actor):
 		// no message of the actor's touches broken meanwhile.
-		b.c.broken = true
-		closeRaw(b.c.nc) // on the caller's goroutine: never wait for a TLS alert
+		b.c.discard()
 	}
 	if b.w != nil {
 		b.w.stop(b.dl) // a write still running ends with the response (as net/http)

@@ -28,8 +28,9 @@ func (c *Actor) onExchange(m *ExchangeRequest) {
 }
 
 // discard marks the connection broken, so that no request is written to it
-// again, and closes its socket at once (closeRaw: inside Receive, which runs
-// on a caller's goroutine, no TLS alert is waited for). Called inside Receive.
+// again, and closes its socket at once (closeRaw: on a caller's goroutine, no
+// TLS alert is waited for). Called inside Receive, or by the body the
+// connection is lent to (finish).
 func (c *Actor) discard() {
 	c.broken = true
 	if c.nc != nil {

@@ -100,19 +100,15 @@ func newConnFixtureTLS(t *testing.T, srv *tls.Config, opts ...func(*Options)) *c
 	if f.server, err = ln.Accept(); err != nil {
 		t.Fatal(err)
 	}
-	handshaken := make(chan error, 1)
-	if srv != nil {
+	if srv != nil { // the client's side of the handshake runs on its dial worker
 		ts := tls.Server(f.server, srv)
+		if err := ts.Handshake(); err != nil {
+			t.Fatal(err)
+		}
 		f.server = ts
-		go func() { handshaken <- ts.Handshake() }() // owned by the test: bounded by the client's dial
-	} else {
-		handshaken <- nil
 	}
 	if d := <-f.dialed; d.Err != nil {
 		t.Fatal(d.Err)
-	}
-	if err := <-handshaken; err != nil {
-		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		f.server.Close()
