@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,6 +24,17 @@ type dispatchServer struct {
 	closedConns atomic.Int64
 	mu          sync.Mutex
 	paths       map[string]int
+}
+
+// waitOpenAtMost waits until the server sees at most n connections open. It
+// learns of a close when its read ends, which may be after it accepted the
+// next connection: a check right after the client's own must wait for it to
+// catch up.
+func (s *dispatchServer) waitOpenAtMost(t *testing.T, n int64) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the server to see at most %d connections open", n), func() bool {
+		return s.newConns.Load()-s.closedConns.Load() <= n
+	})
 }
 
 func newDispatchServer(t *testing.T, h http.HandlerFunc) *dispatchServer {

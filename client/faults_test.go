@@ -88,11 +88,7 @@ func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
 	if st.RouteFailures != 1 || st.Connections > 1 || st.Leased != 0 || st.Pending != 0 {
 		t.Fatalf("after the crash: %+v", st)
 	}
-	// The server learns of a close when its read ends, which may be after
-	// it accepted the next connection: wait for it to catch up.
-	waitFor(t, "the server to see at most 1 connection open", func() bool {
-		return srv.newConns.Load()-srv.closedConns.Load() <= 1
-	})
+	srv.waitOpenAtMost(t, 1)
 }
 
 // A supervisor that panics while callers wait is restarted; every waiter is
@@ -139,11 +135,7 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 	if st := c.Stats(); st.Connections > 1 {
 		t.Fatalf("after the restart: %+v", st)
 	}
-	// The server learns of a close when its read ends, which may be after
-	// it accepted the next connection: wait for it to catch up.
-	waitFor(t, "the server to see at most 1 connection open", func() bool {
-		return srv.newConns.Load()-srv.closedConns.Load() <= 1
-	})
+	srv.waitOpenAtMost(t, 1)
 }
 
 // cachedRoute returns the one route the client knows.
@@ -203,10 +195,5 @@ func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
 	if st.Routes[0].ClosedBy["error"] < 1 || st.Connections > 1 || st.Leased != 0 {
 		t.Fatalf("after the crash: %+v", st.Routes[0])
 	}
-	// The server learns of the crashed connection's close when its read
-	// ends, which may be after it accepted the new one: wait for it to catch
-	// up, then it must see no more than the limit.
-	waitFor(t, "the server to see the crashed connection closed", func() bool {
-		return srv.newConns.Load()-srv.closedConns.Load() <= 1
-	})
+	srv.waitOpenAtMost(t, 1)
 }

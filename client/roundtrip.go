@@ -53,8 +53,9 @@ func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, e
 		return nil, err
 	}
 	ctx := req.Context()
-	// One clock read per request: the retry budget counts the request in its
-	// second, and every wait says how long it waited from here.
+	// One clock read serves the retry budget (it counts the request in its
+	// second) and every wait error (how long since the request began);
+	// telemetry, when on, reads its own.
 	lim := waitLimit{ctx: ctx, c: c, req: req, timeout: c.cfg.LeaseTimeout, started: time.Now()}
 	c.budget.request(lim.started)
 	// The span covers admission, the lease and the exchange; out is req, or a

@@ -71,8 +71,9 @@ type RouteStats struct {
 	OldestLease    time.Duration     // age of this route's oldest unreleased lease (0 = none)
 	// SpareActors counts the connection actors the route keeps without a
 	// socket, to serve its next dials (an actor whose connection closed is
-	// recycled rather than stopped: at most 2 per route, with no goroutine,
-	// socket or buffer each).
+	// recycled rather than stopped: a few per route, with no goroutine,
+	// socket or buffer each; they stop once the route has had no connection
+	// for MaxIdleTime).
 	SpareActors int
 
 	RecentCloses []ClosedConn // the last connection closes (evictions, expiries, ...), newest first, at most 16

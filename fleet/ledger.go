@@ -79,7 +79,7 @@ func (l *ledger) apply(now time.Time, r shareRequest) (shareResponse, []nodeID) 
 	if h != nil && r.Seq <= h.seq {
 		return shareResponse{Stale: true, Grant: h.grant, Budget: l.budget(), Lease: l.lease, Nodes: len(l.holders)}, nil
 	}
-	if f, ok := l.forgotten[key]; ok && h == nil {
+	if f, ok := l.forgotten[key]; ok { // a forgotten node has no holder (apply deletes one to forget it)
 		if r.Seq <= f.seq {
 			return shareResponse{Stale: true, Budget: l.budget(), Lease: l.lease, Nodes: len(l.holders)}, nil
 		}
