@@ -483,12 +483,16 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	return true
 }
 
-// popIdle takes the most recently used idle connection that is still good,
-// closing the expired ones it meets.
+// popIdle takes the most recently used idle HTTP/1.1 connection that is
+// still good, closing the expired ones it meets. Idle HTTP/2 connections are
+// h2WithRoom's: leased as streams, to callers that do not avoid them.
 func (r *Route) popIdle(ctx actor.Context) *connState {
 	now := r.clock()
-	for len(r.idle) > 0 {
-		cs := r.idle[len(r.idle)-1]
+	for i := len(r.idle) - 1; i >= 0; i-- { // removing r.idle[i] leaves r.idle[:i] as it was
+		cs := r.idle[i]
+		if cs.h2 != nil {
+			continue
+		}
 		r.removeIdle(cs)
 		if reason, dead := r.expired(cs, now); dead {
 			r.closeConn(ctx, cs, reason)

@@ -154,3 +154,25 @@ func TestRouteDoesNotQueueACallerBehindAWaiterThatAvoidsTheFreeConnection(t *tes
 	}
 	p.release(h, true, first, next)
 }
+
+// A replay that avoids an idle HTTP/2 connection (it refused the request
+// without draining, and went back to the idle list) is not handed that
+// connection from the idle list: it waits for another.
+func TestRouteDoesNotLeaseAReplayTheIdleConnectionItAvoids(t *testing.T) {
+	s, opt := withH2C(t, 4) // the gate stays shut until the end: the replay's dial waits
+	p := newPool(t, 2, 10, opt)
+	h := p.route("a")
+	first := p.leased(p.ask(h))
+	p.release(h, true, first) // idle now
+	replay := p.askAvoiding(h, first.ConnID)
+	if !p.waiting(h, replay) {
+		l, _, _ := replay.Result()
+		t.Fatalf("the replay was granted connection %d at once; it avoids %d", l.ConnID, first.ConnID)
+	}
+	s.openGate()
+	got := p.leased(replay)
+	if got.ConnID == first.ConnID {
+		t.Fatalf("the replay got connection %d, which it avoids", got.ConnID)
+	}
+	p.release(h, true, got)
+}
