@@ -62,9 +62,10 @@ type RoutePublished struct {
 	// LearnedIdle is the server's learned idle timeout (ns; 0 = none). Read
 	// by the pool gauges.
 	LearnedIdle atomic.Int64
-	// Spare is the number of spare connection actors (spareConns). Read by
-	// the supervisor: expiry ticks also go to routes with spares, which stop
-	// them once quiet (expireSpares).
+	// Spare is the number of spare connection actors (spareConns) of a route
+	// that has no connection, with MaxIdleTime set (0 otherwise): the spares
+	// an expiry tick may stop (expireSpares). Read by the supervisor, whose
+	// expiry ticks also go to routes with such spares.
 	Spare atomic.Int32
 }
 

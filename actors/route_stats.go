@@ -1,6 +1,9 @@
 package actors
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // publish stores the counters readers outside the actor use (RoutePublished).
 // It runs after every message, and stores only what changed: the route is
@@ -9,26 +12,36 @@ import "time"
 // message usually changes one or two counters.
 func (r *Route) publish() {
 	p := r.pub
-	storeIfChanged(&p.Idle, int32(len(r.idle)))
-	storeIfChanged(&p.Pending, int32(r.waiters.Len()))
-	storeIfChanged(&p.Leased, int32(len(r.conns)-len(r.idle)-r.dialing))
+	set32(&p.Idle, int32(len(r.idle)))
+	set32(&p.Pending, int32(r.waiters.Len()))
+	set32(&p.Leased, int32(len(r.conns)-len(r.idle)-r.dialing))
 	var lru int64
 	if len(r.idle) > 0 {
 		lru = r.idle[0].idleSince.UnixNano()
 	}
-	storeIfChanged(&p.LRUIdleSince, lru)
+	set64(&p.LRUIdleSince, lru)
 	if open := r.breaker.state == breakerOpen; p.FailFast.Load() != open {
 		p.FailFast.Store(open)
 	}
-	storeIfChanged(&p.LearnedIdle, int64(r.learner.closedAt))
-	storeIfChanged(&p.Spare, int32(len(r.spares.pids)))
+	set64(&p.LearnedIdle, int64(r.learner.closedAt))
+	var spare int32 // only spares an expiry tick may stop (expireSpares) bring ticks
+	if len(r.conns) == 0 && r.cfg.MaxIdleTime > 0 {
+		spare = int32(len(r.spares.pids))
+	}
+	set32(&p.Spare, spare)
 }
 
-// storeIfChanged stores v into a when it holds another value.
-func storeIfChanged[T int32 | int64, A interface {
-	Load() T
-	Store(T)
-}](a A, v T) {
+// set32 and set64 store v into a when it holds another value. They are
+// plain functions, not one generic one: the compiler inlines them (a generic
+// version is compiled once for every pointer type, not inlined, and calls
+// Load and Store through its dictionary).
+func set32(a *atomic.Int32, v int32) {
+	if a.Load() != v {
+		a.Store(v)
+	}
+}
+
+func set64(a *atomic.Int64, v int64) {
 	if a.Load() != v {
 		a.Store(v)
 	}
