@@ -202,6 +202,10 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 		// that says so) is stopped, never recycled.
 		if reason != ReasonError && cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
+			// The inline mailbox may run the recycle here, and it waits
+			// for a running idle watcher: only for its peek to return,
+			// which it does at once on the socket aborted above (as a
+			// Stop's Stopping does).
 			ctx.Send(cs.pid, recycle)
 		} else {
 			ctx.Stop(cs.pid)
