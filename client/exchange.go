@@ -154,13 +154,13 @@ func (x *exchange) answer() conn.ExchangeResponse {
 
 // stream sends req on a stream of the leased HTTP/2 connection, on this
 // goroutine: the connection's own read loop delivers the response head. The
-// lease is released when the stream is over (streamDone), or at once when it
+// lease is released when the stream is over (StreamEnded), or at once when it
 // failed.
 func (x *exchange) stream(req *http.Request) (*http.Response, error) {
 	if x.gzip {
 		req = withGzip(req)
 	}
-	resp, err := x.got.H2.RoundTrip(req, x.streamDone)
+	resp, err := x.got.H2.RoundTrip(req, x) // x is the stream's h2.Ender (StreamEnded)
 	if err != nil {
 		x.release(actors.Released{Reusable: true}) // the stream is over; the connection reports its own fate
 		return nil, err
@@ -168,9 +168,9 @@ func (x *exchange) stream(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// streamDone is an HTTP/2 stream's done: its body reached its end, was
-// closed, or failed.
-func (x *exchange) streamDone(error) { x.done(true, 0) }
+// StreamEnded is the exchange's h2.Ender: its HTTP/2 stream's body reached
+// its end, was closed, or failed.
+func (x *exchange) StreamEnded(error) { x.done(true, 0) }
 
 // ExchangeEnded is the exchange's conn.Ender (see done).
 func (x *exchange) ExchangeEnded(reusable bool, idle time.Duration) { x.done(reusable, idle) }

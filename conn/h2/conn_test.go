@@ -43,12 +43,12 @@ func TestConnCarries100ConcurrentStreamsOnOneConnection(t *testing.T) {
 		go func() { // owned by the test: wg
 			defer wg.Done()
 			req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
-			resp, err := c.RoundTrip(req, func(err error) {
+			resp, err := c.RoundTrip(req, EndFunc(func(err error) {
 				if err != nil {
 					t.Errorf("stream %d ended with %v", i, err)
 				}
 				done.Add(1)
-			})
+			}))
 			if err != nil {
 				errs[i] = err
 				return
@@ -281,7 +281,7 @@ func TestDoneFiresOnceAndHeadEndsTheStreamAtOnce(t *testing.T) {
 		calls.Add(1)
 	}
 	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
-	resp, err := c.RoundTrip(req, done)
+	resp, err := c.RoundTrip(req, EndFunc(done))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestDoneFiresOnceAndHeadEndsTheStreamAtOnce(t *testing.T) {
 	}
 
 	req, _ = http.NewRequest(http.MethodHead, ts.URL, nil)
-	resp, err = c.RoundTrip(req, done)
+	resp, err = c.RoundTrip(req, EndFunc(done))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,7 +265,7 @@ func TestCloseFailsOpenStreamsAndReportsLocal(t *testing.T) {
 	c := newConn(t, dialH2(t, ts, ts.Listener.Addr().String()), Options{}, rec)
 	doneErr := make(chan error, 1)
 	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
-	resp, err := c.RoundTrip(req, func(err error) { doneErr <- err })
+	resp, err := c.RoundTrip(req, EndFunc(func(err error) { doneErr <- err }))
 	if err != nil {
 		t.Fatal(err)
 	}

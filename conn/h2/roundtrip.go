@@ -6,6 +6,19 @@ import (
 	"sync/atomic"
 )
 
+// Ender is told of a stream's end (see RoundTrip). An interface rather than a
+// func: the caller's value that holds the stream's state is the Ender, where a
+// method value would cost an allocation per stream.
+type Ender interface {
+	StreamEnded(err error)
+}
+
+// EndFunc is a func as an Ender.
+type EndFunc func(err error)
+
+// StreamEnded calls f.
+func (f EndFunc) StreamEnded(err error) { f(err) }
+
 // RoundTrip sends req on one stream and returns when the response head has
 // arrived; the body streams from the connection. It takes a free stream, and
 // fails at once with ErrNoStream when there is none: it never waits for a
@@ -19,14 +32,14 @@ import (
 // in net/http, whose HTTP/2 code this is. resp.Proto is "HTTP/2.0"; resp.TLS is
 // set on TLS connections.
 //
-// done is called exactly once when the stream is over: with nil when the body
-// was read to EOF or closed, with the error otherwise (reset by the server,
-// connection lost, context ended while reading). It must not block. A HEAD
-// response has no body: done is called before RoundTrip returns. On an error
-// return done is not called: the stream is already over. The error is a
-// *RoundTripError (see ErrRefused, ErrNoStream). req.Body is closed in every
-// case, as an http.RoundTripper closes it.
-func (c *Conn) RoundTrip(req *http.Request, done func(error)) (*http.Response, error) {
+// done (when not nil) is told exactly once when the stream is over: with nil
+// when the body was read to EOF or closed, with the error otherwise (reset by
+// the server, connection lost, context ended while reading). It must not
+// block. A HEAD response has no body: done is told before RoundTrip returns.
+// On an error return done is not told: the stream is already over. The error
+// is a *RoundTripError (see ErrRefused, ErrNoStream). req.Body is closed in
+// every case, as an http.RoundTripper closes it.
+func (c *Conn) RoundTrip(req *http.Request, done Ender) (*http.Response, error) {
 	if !c.startStream() {
 		if req.Body != nil {
 			req.Body.Close() // as the engine does on every path
@@ -52,7 +65,7 @@ func (c *Conn) RoundTrip(req *http.Request, done func(error)) (*http.Response, e
 		resp.Body = http.NoBody
 		c.endStream()
 		if done != nil {
-			done(nil)
+			done.StreamEnded(nil)
 		}
 		return resp, nil
 	}
@@ -66,7 +79,7 @@ func (c *Conn) RoundTrip(req *http.Request, done func(error)) (*http.Response, e
 type body struct {
 	rc   io.ReadCloser
 	c    *Conn
-	done func(error)
+	done Ender
 	over atomic.Bool
 }
 
@@ -96,6 +109,6 @@ func (b *body) finish(err error) {
 	}
 	b.c.endStream()
 	if b.done != nil {
-		b.done(err)
+		b.done.StreamEnded(err)
 	}
 }

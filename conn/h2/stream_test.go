@@ -43,7 +43,7 @@ func TestAbortingOneStreamResetsOnlyThatStream(t *testing.T) {
 	defer cancel()
 	abortedDone := make(chan error, 1)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/aborted", nil)
-	aborted, err := c.RoundTrip(req, func(err error) { abortedDone <- err })
+	aborted, err := c.RoundTrip(req, EndFunc(func(err error) { abortedDone <- err }))
 	if err != nil {
 		t.Fatal(err)
 	}
