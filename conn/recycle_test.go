@@ -32,6 +32,7 @@ type recycleFixture struct {
 	life     context.Context
 	dialed   chan *Dialed
 	recycled chan *RecycleResponse
+	broken   chan *IdleBroken
 	gone     chan *actor.PID
 	wg       sync.WaitGroup
 }
@@ -43,7 +44,7 @@ func newRecycleFixture(t *testing.T) *recycleFixture {
 		t.Fatal(err)
 	}
 	f := &recycleFixture{ln: ln, dialed: make(chan *Dialed, 1), recycled: make(chan *RecycleResponse, 1),
-		gone: make(chan *actor.PID, 1)}
+		broken: make(chan *IdleBroken, 4), gone: make(chan *actor.PID, 1)}
 	var servers []net.Conn
 	var mu sync.Mutex
 	f.wg.Add(1)
@@ -96,6 +97,8 @@ func newRecycleFixture(t *testing.T) *recycleFixture {
 			f.dialed <- m
 		case *RecycleResponse:
 			f.recycled <- m
+		case *IdleBroken:
+			f.broken <- m
 		case *actor.Terminated:
 			f.gone <- m.Who
 		}
@@ -227,6 +230,55 @@ func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 	}
 	if _, err := first.NetConn.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the first socket is still open")
+	}
+}
+
+// A recycle that comes while the idle watcher is blocked in its peek (the
+// watch delay has passed): dropSocket closes the socket, which ends the peek,
+// and waits for the watcher before the buffers go back and the fields are
+// reset. The watcher's report names the old socket, never the new one, and
+// the new socket is in step.
+func TestRecycleWaitsForARunningIdleWatcher(t *testing.T) {
+	f := newRecycleFixture(t)
+	first := f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	deadline := time.Now().Add(10 * time.Second)
+	for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
+		}
+		time.Sleep(IdleWatchDelay / 4)
+	}
+	first.Abort() // as the route's closeConn does
+	f.sys.Root.Send(f.pid, &RecycleRequest{})
+	select {
+	case <-f.recycled:
+	case who := <-f.gone:
+		t.Fatalf("the actor stopped (%s) instead of recycling", who.Id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no RecycleResponse in 10s")
+	}
+	if st := f.a.watchState.Load(); st != watchOff {
+		t.Fatalf("watch state %d after the recycle, want off", st)
+	}
+	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
+	f.waitDialed(t, 2)
+	for i := range 3 {
+		if r, _ := f.get(t, 2, i > 0, true); r.Resp.StatusCode != 200 {
+			t.Fatalf("request %d on the new socket: status %d", i, r.Resp.StatusCode)
+		}
+	}
+	for {
+		select {
+		case m := <-f.broken:
+			if m.ID != 1 {
+				t.Fatalf("IdleBroken for connection %d (%v): the old watcher reported against the new socket", m.ID, m.Err)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }
 
