@@ -81,7 +81,6 @@ const (
 type connState struct {
 	id        uint64
 	pid       *actor.PID
-	abort     func()
 	phase     connPhase
 	created   time.Time
 	idleSince time.Time
@@ -114,6 +113,9 @@ type Route struct {
 	pub  *RoutePublished
 
 	self *actor.PID
+	// permitReq is the route's PermitRequest, sent for every permit it asks
+	// for: its content never changes, and the supervisor only reads it.
+	permitReq *PermitRequest
 
 	conns   map[uint64]*connState
 	byPID   map[string]*connState
@@ -231,6 +233,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	case *actor.Started:
 		r.self = ctx.Self()
+		r.permitReq = &PermitRequest{From: r.self}
 		return
 	case *actor.Stopping:
 		r.onStopping(ctx)

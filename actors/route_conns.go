@@ -47,7 +47,7 @@ func (r *Route) wantConns(ctx actor.Context) {
 			return
 		}
 		r.permitsPending++
-		ctx.Send(r.sup, &PermitRequest{From: r.self})
+		ctx.Send(r.sup, r.permitReq)
 	}
 }
 
@@ -89,7 +89,6 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.cfg.Logger.Info("connactor: dials to route succeed again", "route", r.name)
 	}
 	cs.phase = phaseIdle // not on the idle list yet: available decides
-	cs.abort = m.Abort
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
 	r.proto = protoH1
@@ -181,7 +180,7 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 	}
 }
 
-// closeConn closes a connection's socket now (Abort is a non-blocking close),
+// closeConn closes a connection's socket now (CloseNow does not block),
 // recycles or stops its actor (see spareConns) and tells the supervisor the
 // place is free.
 func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) {
@@ -194,9 +193,8 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 			panic("actors: internal error: negative dial count")
 		}
 	}
-	if cs.abort != nil {
-		cs.abort()
-	}
+	// The socket closes now (nil while dialing: nothing to close).
+	conn.CloseNow(cs.netConn)
 	if !r.closed { // when the route stops, protoactor stops its children itself
 		// An actor that failed (ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.

@@ -197,7 +197,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 		return
 	}
 	r.permitsPending++
-	ctx.Send(r.sup, &PermitRequest{From: r.self})
+	ctx.Send(r.sup, r.permitReq)
 }
 
 // availableH2 hands the free streams of cs to waiters in arrival order, but

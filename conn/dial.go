@@ -11,17 +11,17 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// dialTimed opens the socket of route k: TCP to the target (or the way
-// through k's proxy, see dialProxy), then TLS for https. It is bounded by ctx
-// (DialTimeout and the client's lifetime), and adds the time its TCP connects
-// and TLS handshakes take to times (when not nil).
-func dialTimed(ctx context.Context, k route.Key, opt *Options, times *dialTimes) (net.Conn, error) {
+// dialTimed opens the socket of route k, whose target is addr (k.Addr()): TCP
+// to the target (or the way through k's proxy, see dialProxy), then TLS for
+// https. It is bounded by ctx (DialTimeout and the actor's stop), and adds the
+// time its TCP connects and TLS handshakes take to times (when not nil).
+func dialTimed(ctx context.Context, k route.Key, addr string, opt *Options, times *dialTimes) (net.Conn, error) {
 	var nc net.Conn
 	var err error
 	if k.Proxy != "" {
 		nc, err = dialProxy(ctx, k, opt, times)
 	} else {
-		nc, err = dialTCP(ctx, k.Addr(), opt, times)
+		nc, err = dialTCP(ctx, addr, opt, times)
 	}
 	if err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func (c *Actor) startH2(m *dialResult) {
 	c.h2 = hc
 	ev.start()
 	nc := c.nc
-	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Abort: func() { closeRaw(nc) }, Took: m.took, Connect: m.connect,
+	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Took: m.took, Connect: m.connect,
 		TLS: m.tls, NetConn: nc, TLSState: tlsState(nc), H2: hc})
 }
 

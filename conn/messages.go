@@ -15,12 +15,10 @@ import (
 
 // Dialed is sent by a connection actor to its parent (the route actor) once its
 // dial finished: Err is nil when the connection is ready for an exchange. No reply.
-// Abort closes the socket at once; it is safe for concurrent use and idempotent,
-// and is how the owner interrupts an exchange that is blocked in I/O.
+// The owner aborts the connection with CloseNow(NetConn) (see Abort).
 type Dialed struct {
-	ID    uint64
-	Err   error
-	Abort func()
+	ID  uint64
+	Err error
 	// Took is how long the dial (TCP, proxy tunnel and TLS) took; Connect and
 	// TLS are its TCP connect and TLS handshake parts (for telemetry).
 	Took, Connect, TLS time.Duration
@@ -33,6 +31,10 @@ type Dialed struct {
 	// streams, up to the limit H2.Streams reports.
 	H2 *h2.Conn
 }
+
+// Abort closes the dialed socket at once: CloseNow(d.NetConn). Safe for
+// concurrent use and idempotent.
+func (d *Dialed) Abort() { CloseNow(d.NetConn) }
 
 // StreamsChanged is sent by an HTTP/2 connection actor to its route when the
 // connection's stream limit changed (the server's SETTINGS). No reply. The

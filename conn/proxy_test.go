@@ -304,5 +304,5 @@ func TestSOCKS5ProxyRelaysWithUsernameAndPassword(t *testing.T) {
 
 // dial is dialTimed without timings, as the tests call it.
 func dial(ctx context.Context, k route.Key, opt *Options) (net.Conn, error) {
-	return dialTimed(ctx, k, opt, nil)
+	return dialTimed(ctx, k, k.Addr(), opt, nil)
 }

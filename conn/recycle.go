@@ -27,14 +27,17 @@ func (c *Actor) onRecycle(ctx actor.Context) {
 	}
 	c.dropSocket() // nothing is lent (checked above): the buffers go back
 	c.resetSocket()
-	ctx.Send(c.parent, &RecycleResponse{PID: c.self})
+	if c.recycled == nil {
+		c.recycled = &RecycleResponse{PID: c.self} // the actor's one answer, never changed
+	}
+	ctx.Send(c.parent, c.recycled)
 }
 
 // resetSocket forgets everything of the actor's socket. What it keeps is what
-// does not belong to one socket: the route's key and options, the actor's
-// place in the actor system, the idle watch's timer and channel (reused, as
-// across idle periods of one socket; the watch is off), and the atomics,
-// whose values are those of an actor with no socket.
+// does not belong to one socket: the route's key, address and options, the
+// actor's place in the actor system, the idle watch's timer and channel
+// (reused, as across idle periods of one socket; the watch is off), and the
+// atomics, whose values are those of an actor with no socket.
 func (c *Actor) resetSocket() {
 	c.id, c.life = 0, nil
 	c.nc, c.rd, c.wr = nil, nil, nil

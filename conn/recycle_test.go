@@ -176,8 +176,8 @@ func (f *recycleFixture) send(t *testing.T, id uint64, reused bool) (ExchangeRes
 // recycle: a field added to Actor must be reset in resetSocket, or listed here
 // with the reason it may outlive its socket.
 var recycleKeeps = map[string]bool{
-	"key": true, "opt": true, // the route's
-	"sys": true, "self": true, "parent": true, // the actor's place
+	"key": true, "addr": true, "opt": true, // the route's
+	"sys": true, "self": true, "parent": true, "recycled": true, // the actor's place
 	"watchTimer": true, "watchDone": true, // reused across sockets as across idle periods
 	"lent": true, "dialed": true, "stopped": true, "watchState": true, // atomics, checked by value
 }
