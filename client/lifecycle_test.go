@@ -90,6 +90,49 @@ func TestCloseAnswersQueuedWaitersWithErrClosed(t *testing.T) {
 	}
 }
 
+// Close ends a dial in progress at once, however long DialTimeout is: the
+// dial is cancelled when its connection actor stops (Close stops them all),
+// the request waiting for it fails with ErrClosed, and the dial's goroutine
+// ends (Close waits for it; the package's goleak check sees any that is left).
+func TestCloseCancelsADialInProgress(t *testing.T) {
+	dialing := make(chan struct{})
+	cancelled := make(chan error, 1)
+	c, err := New(Config{DialTimeout: time.Hour,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			close(dialing)
+			<-ctx.Done() // a dial that never connects
+			cancelled <- ctx.Err()
+			return nil, ctx.Err()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() { // owned by the test: ends when the request fails
+		_, err := c.RoundTrip(requestCtx(context.Background(), "http://dial.test/"))
+		failed <- err
+	}()
+	<-dialing
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Close took %v with a dial in progress", took)
+	}
+	select {
+	case err := <-cancelled:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the dial's context ended with %v, want context.Canceled", err)
+		}
+	default:
+		t.Fatal("Close returned before the dial in progress was cancelled")
+	}
+	if err := <-failed; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the request waiting for the dial: %v, want ErrClosed", err)
+	}
+}
+
 func TestShutdownWaitsForRequestsInFlightThenClosesEverything(t *testing.T) {
 	hs := &holdServer{release: make(chan struct{})}
 	tr := newTracker(8, nil)
