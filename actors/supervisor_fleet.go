@@ -156,7 +156,7 @@ func (s *Supervisor) enforceShare(ctx actor.Context, e *routeEntry) {
 // the last report, and makes routes above their share shed idle connections
 // that appeared since.
 func (s *Supervisor) onFleetTick(ctx actor.Context) {
-	for _, e := range s.byID {
+	for _, e := range s.list {
 		s.report(ctx, e)
 		if s.overShare(e) {
 			s.enforceShare(ctx, e)

@@ -54,7 +54,7 @@ func (s *Supervisor) wantRoom(ctx actor.Context, want bool, host string) {
 	if !want && s.roomN == 0 {
 		return
 	}
-	for _, e := range s.byID {
+	for _, e := range s.list {
 		w := want && e.held > 0 && (host == "" || e.host == host)
 		if w == e.roomTotal {
 			continue
@@ -89,7 +89,7 @@ func (s *Supervisor) tellRoom(ctx actor.Context, e *routeEntry) {
 func (s *Supervisor) lruIdleRoute(host string) *routeEntry {
 	var best *routeEntry
 	var bestSince int64
-	for _, e := range s.byID {
+	for _, e := range s.list {
 		if host != "" && e.host != host {
 			continue
 		}

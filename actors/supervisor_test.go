@@ -237,3 +237,40 @@ func TestSupervisorAsksRoutesForRoomWhenNothingIsIdle(t *testing.T) {
 		h.nothing()
 	})
 }
+
+// The supervisor's list of routes stays the set of its byID map, each entry
+// at its idx, as routes start and stop in any order.
+func TestSupervisorRouteListFollowsStartsAndStops(t *testing.T) {
+	s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
+	es := make([]*routeEntry, 6)
+	for i := range es {
+		es[i] = &routeEntry{h: &RouteHandle{Key: route.Key{Scheme: "http", Host: hostN(i), Port: "80"},
+			PID: actor.NewPID("test", hostN(i)), Pub: &RoutePublished{}}}
+		s.addRoute(es[i])
+	}
+	check := func(when string) {
+		t.Helper()
+		if len(s.list) != len(s.byID) || len(s.routes) != len(s.byID) {
+			t.Fatalf("%s: %d listed, %d by ID, %d by key", when, len(s.list), len(s.byID), len(s.routes))
+		}
+		for i, e := range s.list {
+			if e.idx != i || s.byID[e.h.PID.Id] != e {
+				t.Fatalf("%s: list[%d] is %s at idx %d, by ID %v", when, i, e.h.Key.Host, e.idx, s.byID[e.h.PID.Id] == e)
+			}
+		}
+	}
+	check("after 6 starts")
+	for _, i := range []int{2, 5, 0, 3} { // a middle one, the last, the first, ...
+		s.removeRoute(es[i])
+		check(fmt.Sprintf("after route %d stopped", i))
+	}
+	s.addRoute(es[2])
+	check("after a restart")
+	left := map[string]bool{}
+	for _, e := range s.list {
+		left[e.h.Key.Host] = true
+	}
+	if len(left) != 3 || !left[hostN(1)] || !left[hostN(4)] || !left[hostN(2)] {
+		t.Fatalf("routes left: %v, want r1, r2 and r4", left)
+	}
+}
