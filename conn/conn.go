@@ -157,6 +157,10 @@ type Actor struct {
 	watchTimer *time.Timer
 	watchDone  chan struct{} // cap 1, one value per watcher run
 	watchErr   error
+	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
+	// doubled (up to MaxIdleWatchDelay) each time a lease had to interrupt a
+	// running watcher (see stopWatch). 0 = IdleWatchDelay.
+	watchDelay time.Duration
 	broken     bool // the socket is unusable; the route will close it
 }
 
@@ -279,7 +283,17 @@ const (
 // cost a timer reset and stop, not a goroutine; a server's close of one of them
 // is caught by the probe before the request is written (see idleProbe), and the
 // unsent request is retried.
-const IdleWatchDelay = 10 * time.Millisecond
+//
+// A connection whose watcher a lease had to interrupt (a peek blocked, then a
+// past read deadline, a wake-up and a deadline reset: several µs) waits twice
+// as long before the next watch, up to MaxIdleWatchDelay: connections re-used
+// every few tens of milliseconds, as when requests spread over hundreds of
+// routes, stop paying for a watch at every idle gap, and the probe still finds
+// a server's close before anything is written.
+const (
+	IdleWatchDelay    = 10 * time.Millisecond
+	MaxIdleWatchDelay = time.Second
+)
 
 // onWatchIdle arms the idle watch of a connection that has just become idle: after
 // IdleWatchDelay a goroutine blocks in a one-byte peek. A server's close (EOF) or
@@ -295,12 +309,15 @@ func (c *Actor) onWatchIdle() {
 		return
 	}
 	c.watchState.Store(watchArmed)
+	if c.watchDelay == 0 {
+		c.watchDelay = IdleWatchDelay
+	}
 	if c.watchTimer == nil {
 		c.watchDone = make(chan struct{}, 1)
-		c.watchTimer = time.AfterFunc(IdleWatchDelay, c.fireWatch)
+		c.watchTimer = time.AfterFunc(c.watchDelay, c.fireWatch)
 		return
 	}
-	c.watchTimer.Reset(IdleWatchDelay)
+	c.watchTimer.Reset(c.watchDelay)
 }
 
 // fireWatch runs on the timer's goroutine and becomes the watcher, unless a
@@ -352,6 +369,7 @@ func (c *Actor) stopWatch() error {
 		c.broken = true
 		return err
 	}
+	c.watchDelay = min(2*c.watchDelay, MaxIdleWatchDelay) // this watch was wasted: look later next time
 	return nil
 }
 

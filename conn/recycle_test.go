@@ -282,6 +282,61 @@ func TestRecycleWaitsForARunningIdleWatcher(t *testing.T) {
 	}
 }
 
+// A lease that has to interrupt a running idle watcher doubles the socket's
+// watch delay, up to MaxIdleWatchDelay; a lease that comes before the watch
+// looks leaves it; a recycled actor's next socket starts again at
+// IdleWatchDelay.
+func TestInterruptedIdleWatchesBackOff(t *testing.T) {
+	f := newRecycleFixture(t)
+	first := f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	waitRunning := func() time.Duration {
+		t.Helper()
+		armed := time.Now()
+		deadline := armed.Add(10 * time.Second)
+		for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
+			if time.Now().After(deadline) {
+				t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return time.Since(armed)
+	}
+	want := IdleWatchDelay
+	for want < MaxIdleWatchDelay { // 10 ms to 1 s: about 2.3 s of watches
+		f.sys.Root.Send(f.pid, &WatchIdle{})
+		// The timer was armed before Send returned: allow the clock read's lag.
+		if waited := waitRunning(); waited < want-time.Millisecond {
+			t.Fatalf("the watch looked after %v, want at least its delay %v", waited, want)
+		}
+		f.get(t, 1, true, true) // interrupts the watcher
+		want = min(2*want, MaxIdleWatchDelay)
+		if f.a.watchDelay != want {
+			t.Fatalf("watch delay %v after an interrupted watch, want %v", f.a.watchDelay, want)
+		}
+	}
+	f.sys.Root.Send(f.pid, &WatchIdle{}) // a lease before the watch looks, and at the cap: no change
+	f.get(t, 1, true, true)
+	if f.a.watchDelay != MaxIdleWatchDelay {
+		t.Fatalf("watch delay %v after a lease that beat the watch, want the cap %v", f.a.watchDelay, MaxIdleWatchDelay)
+	}
+	first.Abort()
+	f.sys.Root.Send(f.pid, &RecycleRequest{})
+	select {
+	case <-f.recycled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no RecycleResponse in 10s")
+	}
+	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
+	f.waitDialed(t, 2)
+	f.get(t, 2, false, true)
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	waitRunning()
+	if f.a.watchDelay != IdleWatchDelay {
+		t.Errorf("the new socket's watch delay is %v, want %v", f.a.watchDelay, IdleWatchDelay)
+	}
+}
+
 // A connection actor whose buffers are still lent (a response body nobody has
 // read or closed) cannot be recycled: it stops instead.
 func TestConnectionActorWithALentBodyStopsInsteadOfRecycling(t *testing.T) {
