@@ -296,7 +296,8 @@ const (
 )
 
 // onWatchIdle arms the idle watch of a connection that has just become idle: after
-// IdleWatchDelay a goroutine blocks in a one-byte peek. A server's close (EOF) or
+// the socket's watch delay (IdleWatchDelay, or longer, see watchDelay) a
+// goroutine blocks in a one-byte peek. A server's close (EOF) or
 // unsolicited bytes wake it, and it tells the route, so a dead connection leaves
 // the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch,
 // seed 001). The exchange that leases the connection disarms the timer or, if the

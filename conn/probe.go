@@ -13,8 +13,9 @@ import (
 // connection without announcing it, or sent bytes nobody asked for, is found
 // before anything is written, and the request fails with ErrStaleConn and
 // ErrNotSent, which the client replays on a new connection whatever its method.
-// The idle watch (see onWatchIdle) only looks after IdleWatchDelay; the probe
-// covers the connections leased again sooner, which under load is most of them.
+// The idle watch (see onWatchIdle) only looks after IdleWatchDelay (longer for a
+// connection whose watches leases keep interrupting); the probe covers the
+// connections leased again sooner, which under load is most of them.
 //
 // The probe is one recvfrom(MSG_PEEK|MSG_DONTWAIT) on the socket under every
 // wrapper (a past read deadline cannot do this: Go's poller reports the
