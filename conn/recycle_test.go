@@ -290,9 +290,10 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	f := newRecycleFixture(t)
 	first := f.waitDialed(t, 1)
 	f.get(t, 1, false, true)
-	waitRunning := func() time.Duration {
+	// waitRunning waits for the watcher to start and returns how long since
+	// before the WatchIdle that armed it was sent.
+	waitRunning := func(armed time.Time) time.Duration {
 		t.Helper()
-		armed := time.Now()
 		deadline := armed.Add(10 * time.Second)
 		for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
 			if time.Now().After(deadline) {
@@ -304,9 +305,9 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	}
 	want := IdleWatchDelay
 	for want < MaxIdleWatchDelay { // 10 ms to 1 s: about 2.3 s of watches
+		armed := time.Now() // before the timer is armed: a timer never fires early
 		f.sys.Root.Send(f.pid, &WatchIdle{})
-		// The timer was armed before Send returned: allow the clock read's lag.
-		if waited := waitRunning(); waited < want-time.Millisecond {
+		if waited := waitRunning(armed); waited < want {
 			t.Fatalf("the watch looked after %v, want at least its delay %v", waited, want)
 		}
 		f.get(t, 1, true, true) // interrupts the watcher
@@ -331,7 +332,7 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	f.waitDialed(t, 2)
 	f.get(t, 2, false, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
-	waitRunning()
+	waitRunning(time.Now())
 	if f.a.watchDelay != IdleWatchDelay {
 		t.Errorf("the new socket's watch delay is %v, want %v", f.a.watchDelay, IdleWatchDelay)
 	}
