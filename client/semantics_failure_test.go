@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -332,5 +333,58 @@ func TestCanceledContextInterruptsBodyRead(t *testing.T) {
 	resp.Body.Close()
 	h.mustGet("/2", "ok")
 	wantLog(t, h.srv.requestLog(), "c1 GET /1", "c2 GET /2")
+	h.settle()
+}
+
+// LeaseTimeout bounds each wait for a connection, not the request: a request
+// that waited for its first connection, had its exchange fail on that re-used
+// connection after longer than LeaseTimeout, and is replayed, waits for the
+// replay's new connection with a LeaseTimeout of its own. (The timer used to
+// start at the first wait and run through the exchange, so the replay's wait
+// found it expired and failed at once with ErrLeaseTimeout.)
+func TestLeaseTimeoutBoundsEachWaitNotTheRequest(t *testing.T) {
+	var h *harness
+	var dials atomic.Int32
+	slowDial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) > 1 {
+			time.Sleep(50 * time.Millisecond) // the replay's connection takes a moment: its lease waits
+		}
+		return h.dial(ctx, network, addr)
+	}
+	h = newHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 300 * time.Millisecond, DialContext: slowDial},
+		func(c *rawConn) {
+			if c.id > 1 {
+				c.serve(func(int, *http.Request) string { return okResponse })
+				return
+			}
+			if _, _, err := c.readRequest(); err != nil || c.write(okResponse) != nil { // /hold
+				return
+			}
+			if _, _, err := c.readRequest(); err != nil { // /slow: longer than LeaseTimeout, then no answer
+				return
+			}
+			time.Sleep(400 * time.Millisecond)
+		})
+	held, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		body string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() { // owned by the test: ends with the request
+		_, body, err := h.do(h.newRequest("GET", "/slow", nil))
+		done <- result{body, err}
+	}()
+	waitFor(t, "the second request waiting for the connection", func() bool { return h.c.Stats().Pending == 1 })
+	time.Sleep(100 * time.Millisecond) // it waits a while: LeaseTimeout's clock runs
+	held.Body.Close()
+	r := <-done
+	if r.err != nil || r.body != "ok" {
+		t.Fatalf("GET /slow: %q, %v; want ok, replayed on a new connection within a LeaseTimeout of its own", r.body, r.err)
+	}
+	wantLog(t, h.srv.requestLog(), "c1 GET /hold", "c1 GET /slow", "c2 GET /slow")
 	h.settle()
 }
