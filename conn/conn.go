@@ -155,8 +155,16 @@ type Actor struct {
 	// it signals watchDone.
 	watchState atomic.Int32
 	watchTimer *time.Timer
-	watchDone  chan struct{} // cap 1, one value per watcher run
-	watchErr   error
+	// watchSet is true while watchTimer is scheduled (Reset, not yet fired or
+	// stopped); watchDue is when the current idle period's watch is due
+	// (monoNow). The timer is not stopped when a lease disarms the watch, nor
+	// reset when the connection goes idle again while it is set: it fires
+	// when it was due, and fireWatch re-arms it for the current idle period's
+	// due time (see onWatchIdle).
+	watchSet  atomic.Bool
+	watchDue  atomic.Int64
+	watchDone chan struct{} // cap 1, one value per watcher run
+	watchErr  error
 	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
 	// doubled (up to MaxIdleWatchDelay) each time a lease had to interrupt a
 	// running watcher (see stopWatch). 0 = IdleWatchDelay.
@@ -300,8 +308,13 @@ const (
 // goroutine blocks in a one-byte peek. A server's close (EOF) or
 // unsolicited bytes wake it, and it tells the route, so a dead connection leaves
 // the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch,
-// seed 001). The exchange that leases the connection disarms the timer or, if the
-// watcher runs, interrupts it with a past read deadline.
+// seed 001). The exchange that leases the connection disarms the watch or, if
+// the watcher runs, interrupts it with a past read deadline.
+//
+// Arming costs a clock read and two atomic stores while the timer is set from
+// an earlier idle period: resetting a timer (and stopping it at every lease)
+// made the runtime wake another thread to poll for the new deadline
+// (wakeNetPoller: a futex wake-up per request with one caller).
 func (c *Actor) onWatchIdle() {
 	if c.h2 != nil {
 		return // HTTP/2 reads its socket all the time
@@ -309,22 +322,39 @@ func (c *Actor) onWatchIdle() {
 	if c.nc == nil || c.broken || c.watchState.Load() != watchOff {
 		return
 	}
-	c.watchState.Store(watchArmed)
 	if c.watchDelay == 0 {
 		c.watchDelay = IdleWatchDelay
 	}
+	c.watchDue.Store(monoNow() + int64(c.watchDelay))
+	c.watchState.Store(watchArmed)
 	if c.watchTimer == nil {
 		c.watchDone = make(chan struct{}, 1)
+		c.watchSet.Store(true)
 		c.watchTimer = time.AfterFunc(c.watchDelay, c.fireWatch)
 		return
 	}
-	c.watchTimer.Reset(c.watchDelay)
+	if c.watchSet.CompareAndSwap(false, true) {
+		c.watchTimer.Reset(c.watchDelay)
+	}
 }
 
-// fireWatch runs on the timer's goroutine and becomes the watcher, unless a
-// lease (or a stop) disarmed the watch first. The watcher is owned by the
-// connection actor: stopWatch and onStopping wait for it.
+// fireWatch runs on the timer's goroutine. While the connection is leased
+// (the watch is off) it leaves the timer unset; while the current idle
+// period's watch is not yet due it sets the timer again for then; once due,
+// it becomes the watcher, unless a lease (or a stop) disarmed the watch
+// first. The watcher is owned by the connection actor: stopWatch and
+// onStopping wait for it.
 func (c *Actor) fireWatch() {
+	c.watchSet.Store(false)
+	if c.watchState.Load() != watchArmed {
+		return
+	}
+	if wait := c.watchDue.Load() - monoNow(); wait > 0 {
+		if c.watchSet.CompareAndSwap(false, true) { // not set again by onWatchIdle meanwhile
+			c.watchTimer.Reset(time.Duration(wait))
+		}
+		return
+	}
 	if !c.watchState.CompareAndSwap(watchArmed, watchRunning) {
 		return
 	}
@@ -356,8 +386,7 @@ func (c *Actor) stopWatch() error {
 		return nil
 	}
 	if c.watchState.CompareAndSwap(watchArmed, watchOff) {
-		c.watchTimer.Stop() // if it fires anyway, fireWatch finds the watch off
-		return nil
+		return nil // the timer stays set: when it fires, fireWatch finds the watch off
 	}
 	if c.watchState.Load() != watchRunning {
 		return nil
@@ -400,7 +429,9 @@ func (c *Actor) dropSocket() {
 		closeRaw(c.nc) // on the route's (or a sender's) goroutine: never wait for a TLS alert
 	}
 	if c.watchTimer != nil {
-		c.watchTimer.Stop()
+		if c.watchTimer.Stop() {
+			c.watchSet.Store(false) // it will not fire: the next socket's first idle period sets it
+		}
 		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
 			<-c.watchDone
 			c.watchState.Store(watchOff)
@@ -414,6 +445,13 @@ func (c *Actor) dropSocket() {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
+
+// monoBase is the origin of monoNow.
+var monoBase = time.Now()
+
+// monoNow is the monotonic clock in nanoseconds since monoBase (the idle
+// watch's due times, shared with the timer goroutine as one atomic integer).
+func monoNow() int64 { return int64(time.Since(monoBase)) }
 
 // CloseNow closes the socket under nc at once (closeRaw): safe for concurrent
 // use and idempotent, it is how the owner of a connection (its route) aborts

@@ -178,7 +178,7 @@ func (f *recycleFixture) send(t *testing.T, id uint64, reused bool) (ExchangeRes
 var recycleKeeps = map[string]bool{
 	"key": true, "addr": true, "opt": true, // the route's
 	"sys": true, "self": true, "parent": true, "recycled": true, // the actor's place
-	"watchTimer": true, "watchDone": true, // reused across sockets as across idle periods
+	"watchTimer": true, "watchDone": true, "watchSet": true, "watchDue": true, // reused across sockets as across idle periods
 	"lent": true, "dialed": true, "stopped": true, "watchState": true, // atomics, checked by value
 }
 
