@@ -429,8 +429,13 @@ func (c *Actor) dropSocket() {
 		closeRaw(c.nc) // on the route's (or a sender's) goroutine: never wait for a TLS alert
 	}
 	if c.watchTimer != nil {
+		// A timer stopped before it fired will not fire: the next socket's
+		// first idle period sets it. One that is firing now may set itself
+		// again for this socket's due time, and then finds the watch off, or,
+		// on a recycled actor, runs the next socket's first watch at that
+		// time instead of 10 ms into its idle period (the probe is unaffected).
 		if c.watchTimer.Stop() {
-			c.watchSet.Store(false) // it will not fire: the next socket's first idle period sets it
+			c.watchSet.Store(false)
 		}
 		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
 			<-c.watchDone
