@@ -328,10 +328,11 @@ func (c *Actor) onWatchIdle() {
 	c.watchDue.Store(monoNow() + int64(c.watchDelay))
 	c.watchState.Store(watchArmed)
 	if c.watchTimer == nil {
+		// Made stopped and set below, so that the field is written before
+		// the timer can fire (fireWatch reads it to set itself again).
 		c.watchDone = make(chan struct{}, 1)
-		c.watchSet.Store(true)
-		c.watchTimer = time.AfterFunc(c.watchDelay, c.fireWatch)
-		return
+		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
+		c.watchTimer.Stop()
 	}
 	if c.watchSet.CompareAndSwap(false, true) {
 		c.watchTimer.Reset(c.watchDelay)

@@ -135,6 +135,38 @@ func (f *recycleFixture) waitDialed(t *testing.T, id uint64) *Dialed {
 
 // get runs one GET on the actor's connection id; read says whether the body
 // is read to its end.
+// waitWatcher waits for the actor's idle watcher to start and returns how
+// long since armed (taken before the WatchIdle that armed it was sent).
+func (f *recycleFixture) waitWatcher(t *testing.T, armed time.Time) time.Duration {
+	t.Helper()
+	deadline := armed.Add(10 * time.Second)
+	for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(armed)
+}
+
+// recycle aborts d's socket, as the route's closeConn does, and has the
+// actor recycled.
+func (f *recycleFixture) recycle(t *testing.T, d *Dialed) {
+	t.Helper()
+	CloseNow(d.NetConn)
+	f.sys.Root.Send(f.pid, &RecycleRequest{})
+	select {
+	case m := <-f.recycled:
+		if m.PID.Id != f.pid.Id {
+			t.Fatalf("RecycleResponse from %s, want %s", m.PID.Id, f.pid.Id)
+		}
+	case who := <-f.gone:
+		t.Fatalf("the actor stopped (%s) instead of recycling", who.Id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no RecycleResponse in 10s")
+	}
+}
+
 func (f *recycleFixture) get(t *testing.T, id uint64, reused, read bool) (ExchangeResponse, chan bool) {
 	t.Helper()
 	r, done := f.send(t, id, reused)
@@ -336,6 +368,26 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	if f.a.watchDelay != IdleWatchDelay {
 		t.Errorf("the new socket's watch delay is %v, want %v", f.a.watchDelay, IdleWatchDelay)
 	}
+}
+
+// A lease that comes before the watch is due leaves the timer set; when the
+// connection goes idle again, that timer fires at the first period's due time,
+// finds the second period's watch not yet due, and sets itself again for
+// then: the watcher starts no earlier than a full delay into the second idle
+// period.
+func TestIdleWatchTimerSetsItselfAgainForTheCurrentIdlePeriod(t *testing.T) {
+	f := newRecycleFixture(t)
+	f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	f.sys.Root.Send(f.pid, &WatchIdle{}) // first idle period: the timer is set
+	f.get(t, 1, true, true)              // leased before the watch is due: the timer stays set
+	time.Sleep(IdleWatchDelay / 2)
+	armed := time.Now() // before the second period's due time is stored
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	if waited := f.waitWatcher(t, armed); waited < IdleWatchDelay {
+		t.Fatalf("the watch looked %v into the second idle period, want at least %v", waited, IdleWatchDelay)
+	}
+	f.get(t, 1, true, true) // the watcher is interrupted; the connection stays in step
 }
 
 // A connection actor whose buffers are still lent (a response body nobody has
