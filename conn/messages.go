@@ -15,7 +15,7 @@ import (
 
 // Dialed is sent by a connection actor to its parent (the route actor) once its
 // dial finished: Err is nil when the connection is ready for an exchange. No reply.
-// The owner aborts the connection with CloseNow(NetConn) (see Abort).
+// The owner aborts the connection with CloseNow(NetConn).
 type Dialed struct {
 	ID  uint64
 	Err error
@@ -31,10 +31,6 @@ type Dialed struct {
 	// streams, up to the limit H2.Streams reports.
 	H2 *h2.Conn
 }
-
-// Abort closes the dialed socket at once: CloseNow(d.NetConn). Safe for
-// concurrent use and idempotent.
-func (d *Dialed) Abort() { CloseNow(d.NetConn) }
 
 // StreamsChanged is sent by an HTTP/2 connection actor to its route when the
 // connection's stream limit changed (the server's SETTINGS). No reply. The

@@ -222,16 +222,7 @@ func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 	f.get(t, 1, false, true)
 	f.get(t, 1, true, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
-	first.Abort() // as the route's closeConn does
-	f.sys.Root.Send(f.pid, &RecycleRequest{})
-	select {
-	case m := <-f.recycled:
-		if m.PID.Id != f.pid.Id {
-			t.Fatalf("RecycleResponse from %s, want %s", m.PID.Id, f.pid.Id)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no RecycleResponse in 10s")
-	}
+	f.recycle(t, first)
 	v := reflect.ValueOf(f.a).Elem()
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
@@ -275,22 +266,8 @@ func TestRecycleWaitsForARunningIdleWatcher(t *testing.T) {
 	first := f.waitDialed(t, 1)
 	f.get(t, 1, false, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
-	deadline := time.Now().Add(10 * time.Second)
-	for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
-		}
-		time.Sleep(IdleWatchDelay / 4)
-	}
-	first.Abort() // as the route's closeConn does
-	f.sys.Root.Send(f.pid, &RecycleRequest{})
-	select {
-	case <-f.recycled:
-	case who := <-f.gone:
-		t.Fatalf("the actor stopped (%s) instead of recycling", who.Id)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no RecycleResponse in 10s")
-	}
+	f.waitWatcher(t, time.Now())
+	f.recycle(t, first)
 	if st := f.a.watchState.Load(); st != watchOff {
 		t.Fatalf("watch state %d after the recycle, want off", st)
 	}
@@ -322,24 +299,11 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	f := newRecycleFixture(t)
 	first := f.waitDialed(t, 1)
 	f.get(t, 1, false, true)
-	// waitRunning waits for the watcher to start and returns how long since
-	// before the WatchIdle that armed it was sent.
-	waitRunning := func(armed time.Time) time.Duration {
-		t.Helper()
-		deadline := armed.Add(10 * time.Second)
-		for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
-			if time.Now().After(deadline) {
-				t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
-		return time.Since(armed)
-	}
 	want := IdleWatchDelay
 	for want < MaxIdleWatchDelay { // 10 ms to 1 s: about 2.3 s of watches
 		armed := time.Now() // before the timer is armed: a timer never fires early
 		f.sys.Root.Send(f.pid, &WatchIdle{})
-		if waited := waitRunning(armed); waited < want {
+		if waited := f.waitWatcher(t, armed); waited < want {
 			t.Fatalf("the watch looked after %v, want at least its delay %v", waited, want)
 		}
 		f.get(t, 1, true, true) // interrupts the watcher
@@ -353,18 +317,12 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	if f.a.watchDelay != MaxIdleWatchDelay {
 		t.Fatalf("watch delay %v after a lease that beat the watch, want the cap %v", f.a.watchDelay, MaxIdleWatchDelay)
 	}
-	first.Abort()
-	f.sys.Root.Send(f.pid, &RecycleRequest{})
-	select {
-	case <-f.recycled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no RecycleResponse in 10s")
-	}
+	f.recycle(t, first)
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
 	f.waitDialed(t, 2)
 	f.get(t, 2, false, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
-	waitRunning(time.Now())
+	f.waitWatcher(t, time.Now())
 	if f.a.watchDelay != IdleWatchDelay {
 		t.Errorf("the new socket's watch delay is %v, want %v", f.a.watchDelay, IdleWatchDelay)
 	}
@@ -396,7 +354,7 @@ func TestConnectionActorWithALentBodyStopsInsteadOfRecycling(t *testing.T) {
 	f := newRecycleFixture(t)
 	d := f.waitDialed(t, 1)
 	r, _ := f.get(t, 1, false, false) // the body holds the connection's reader
-	d.Abort()
+	CloseNow(d.NetConn)               // as the route's closeConn does
 	f.sys.Root.Send(f.pid, &RecycleRequest{})
 	select {
 	case who := <-f.gone:

@@ -234,3 +234,9 @@ func dialH2Gated(t *testing.T, ts *httptest.Server) (*tls.Conn, *gate) {
 	}
 	return tc, g
 }
+
+// EndFunc is a func as an Ender, for the tests' RoundTrip calls.
+type EndFunc func(err error)
+
+// StreamEnded calls f.
+func (f EndFunc) StreamEnded(err error) { f(err) }

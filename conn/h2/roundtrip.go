@@ -13,12 +13,6 @@ type Ender interface {
 	StreamEnded(err error)
 }
 
-// EndFunc is a func as an Ender.
-type EndFunc func(err error)
-
-// StreamEnded calls f.
-func (f EndFunc) StreamEnded(err error) { f(err) }
-
 // RoundTrip sends req on one stream and returns when the response head has
 // arrived; the body streams from the connection. It takes a free stream, and
 // fails at once with ErrNoStream when there is none: it never waits for a
