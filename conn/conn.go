@@ -95,8 +95,9 @@ var connMailbox = mailbox.Inline(inlineBudget)
 // route) for route key k. life bounds the dial: it ends when the client closes.
 // The actor must be spawned as a child of the route actor: it reports to its parent.
 func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Props {
+	addr := k.Addr()
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{id: id, key: k, opt: opt, life: life}
+		return &Actor{id: id, key: k, addr: addr, opt: opt, life: life}
 	}, actor.WithMailbox(connMailbox))
 }
 
@@ -110,7 +111,7 @@ func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Pr
 type Actor struct {
 	id   uint64
 	key  route.Key
-	addr string // key.Addr(), made by the first dial
+	addr string // key.Addr(), made once (Props): a recycled actor keeps its route
 	opt  *Options
 	life context.Context
 
@@ -218,9 +219,6 @@ func (c *Actor) startDial() {
 	c.dialing = true
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(c.life), c.opt.DialTimeout)
 	c.cancelDial = cancel
-	if c.addr == "" {
-		c.addr = c.key.Addr() // once per actor: a recycled actor keeps its route
-	}
 	sys, self, k, addr, opt := c.sys, c.self, c.key, c.addr, c.opt
 	// Filled by the dial worker alone, then sent: the dial's times and socket
 	// need no allocation of their own.

@@ -90,7 +90,7 @@ func newRecycleFixture(t *testing.T) *recycleFixture {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
 			spawned <- ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-				f.a = &Actor{id: 1, key: key, opt: opt, life: life}
+				f.a = &Actor{id: 1, key: key, addr: key.Addr(), opt: opt, life: life}
 				return f.a
 			}, actor.WithMailbox(connMailbox)))
 		case *Dialed:
