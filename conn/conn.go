@@ -217,35 +217,44 @@ func (c *Actor) onStarted(ctx actor.Context) {
 // taking it out again, cost about 0.4 us a dial (BenchmarkDial in actors/).
 func (c *Actor) startDial() {
 	c.dialing = true
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(c.life), c.opt.DialTimeout)
+	// One clock read for the deadline and for the dial's Took (which thus
+	// counts the hand-off to a dial worker too).
+	start := time.Now()
+	dctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), start.Add(c.opt.DialTimeout))
 	c.cancelDial = cancel
-	sys, self, k, addr, opt := c.sys, c.self, c.key, c.addr, c.opt
-	// Filled by the dial worker alone, then sent: the dial's times and socket
-	// need no allocation of their own.
-	res := &dialResult{}
-	opt.dials.run(opt, c.life, func() { // on a dial worker (owned by the client); bounded by DialTimeout and Close
-		defer cancel()
-		start := time.Now()
-		nc, err := dialTimed(dctx, k, addr, opt, &res.dialTimes)
-		if err == nil {
-			res.nc = nc
-			c.dialed.Store(&res.nc)
-			if c.stopped.Load() {
-				if c.dialed.CompareAndSwap(&res.nc, nil) {
-					nc.Close()
-				}
-				return
+	// The job, its result and the report to the route are one allocation.
+	// The worker reads only the job's fields (copies of the actor's, made
+	// here) and the actor's two atomics.
+	res := &dialResult{c: c, sys: c.sys, self: c.self, key: c.key, addr: c.addr, opt: c.opt,
+		ctx: dctx, cancel: cancel, start: start}
+	c.opt.dials.run(c.opt, c.life, res)
+}
+
+// run is the dial itself, on a dial worker (owned by the client); bounded by
+// DialTimeout and by the actor's stop.
+func (res *dialResult) run() {
+	defer res.cancel()
+	c := res.c
+	nc, err := dialTimed(res.ctx, res.key, res.addr, res.opt, &res.dialTimes)
+	if err == nil {
+		res.nc = nc
+		c.dialed.Store(&res.nc)
+		if c.stopped.Load() {
+			if c.dialed.CompareAndSwap(&res.nc, nil) {
+				nc.Close()
 			}
+			return
 		}
-		res.err, res.took = err, time.Since(start)
-		sys.Root.Send(self, res)
-	})
+	}
+	res.err, res.took = err, time.Since(res.start)
+	res.sys.Root.Send(res.self, res)
 }
 
 func (c *Actor) onDialResult(m *dialResult) {
 	c.dialing = false
 	if m.err != nil {
-		c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Err: m.err, Took: m.took})
+		m.report(c.id, m.err)
+		c.sys.Root.Send(c.parent, &m.dialed)
 		return
 	}
 	p := c.dialed.Swap(nil)
@@ -262,9 +271,9 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.rd, c.wr = &c.rdv, &c.wrv
 	c.br, c.bw = newReader(c.rd), newWriter(c.wr)
 	c.probe = newIdleProbe(c.nc)
-	nc := c.nc
-	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Took: m.took, Connect: m.connect, TLS: m.tls,
-		NetConn: nc, TLSState: tlsState(nc)})
+	m.report(c.id, nil)
+	m.dialed.NetConn, m.dialed.TLSState = c.nc, tlsState(c.nc)
+	c.sys.Root.Send(c.parent, &m.dialed)
 }
 
 // tlsState is the connection's TLS state, read once: every response of the

@@ -32,14 +32,15 @@ func (c *Actor) startH2(m *dialResult) {
 	})
 	if err != nil {
 		closeRaw(c.nc)
-		c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Err: err, Took: m.took})
+		m.report(c.id, err)
+		c.sys.Root.Send(c.parent, &m.dialed)
 		return
 	}
 	c.h2 = hc
 	ev.start()
-	nc := c.nc
-	c.sys.Root.Send(c.parent, &Dialed{ID: c.id, Took: m.took, Connect: m.connect,
-		TLS: m.tls, NetConn: nc, TLSState: tlsState(nc), H2: hc})
+	m.report(c.id, nil)
+	m.dialed.NetConn, m.dialed.TLSState, m.dialed.H2 = c.nc, tlsState(c.nc), hc
+	c.sys.Root.Send(c.parent, &m.dialed)
 }
 
 // h2Events carries an HTTP/2 connection's events to its route. The

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
 )
 
 // Dialed is sent by a connection actor to its parent (the route actor) once its
@@ -137,13 +138,41 @@ type ExchangeResponse struct {
 	Early error
 }
 
-// dialResult is sent by the dial goroutine to its own connection actor. The
-// socket itself is handed over through Actor.dialed (which points at nc).
+// dialResult is a dial: the job a connection actor hands to a dial worker
+// (startDial; the worker reads only the job's fields), then the result the
+// worker sends back to that actor, then, in the same allocation, the Dialed
+// the actor sends to its route. The socket itself is handed over through
+// Actor.dialed (which points at nc).
 type dialResult struct {
+	// The job: set by startDial, never changed afterwards.
+	c      *Actor // for its dialed and stopped atomics only
+	sys    *actor.ActorSystem
+	self   *actor.PID
+	key    route.Key
+	addr   string
+	opt    *Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	start  time.Time
+
+	// The result: written by the worker, then read by the actor.
 	err  error
 	took time.Duration
 	dialTimes
 	nc net.Conn
+
+	// The report to the route (report fills it): the route reads it and keeps
+	// none of it but its fields' values.
+	dialed Dialed
+}
+
+// report fills the Dialed of the connection numbered id with the dial's
+// outcome and times.
+func (m *dialResult) report(id uint64, err error) {
+	m.dialed = Dialed{ID: id, Err: err, Took: m.took}
+	if err == nil {
+		m.dialed.Connect, m.dialed.TLS = m.connect, m.tls
+	}
 }
 
 // RecycleRequest is sent by the route actor to a connection actor whose

@@ -20,34 +20,34 @@ import (
 // is ready to use; it must not be copied after first use.
 type dialWorkers struct {
 	once sync.Once
-	work chan func() // unbuffered: a send succeeds only when a worker is waiting
+	work chan *dialResult // unbuffered: a send succeeds only when a worker is waiting
 }
 
 // workerIdle is how long a dial worker waits for another dial.
 const workerIdle = time.Second
 
-// run runs f on an idle worker, or on a new one (started with opt.Go) that
-// ends workerIdle after its last dial or when life ends.
-func (w *dialWorkers) run(opt *Options, life context.Context, f func()) {
-	w.once.Do(func() { w.work = make(chan func()) })
+// run runs the dial job on an idle worker, or on a new one (started with
+// opt.Go) that ends workerIdle after its last dial or when life ends.
+func (w *dialWorkers) run(opt *Options, life context.Context, job *dialResult) {
+	w.once.Do(func() { w.work = make(chan *dialResult) })
 	select {
-	case w.work <- f:
+	case w.work <- job:
 		return
 	default:
 	}
 	done := life.Done()
-	opt.Go(func() { w.serve(f, done) }) // owned by the client's WaitGroup: ends as said above
+	opt.Go(func() { w.serve(job, done) }) // owned by the client's WaitGroup: ends as said above
 }
 
-func (w *dialWorkers) serve(f func(), done <-chan struct{}) {
+func (w *dialWorkers) serve(job *dialResult, done <-chan struct{}) {
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
-		f()
-		f = nil // nothing of a finished dial is kept while waiting
+		job.run()
+		job = nil // nothing of a finished dial is kept while waiting
 		t.Reset(workerIdle)
 		select {
-		case f = <-w.work:
+		case job = <-w.work:
 		case <-t.C:
 			return
 		case <-done:
