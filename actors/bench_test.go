@@ -50,7 +50,9 @@ func leaseRelease(b *testing.B, p *pool, h *RouteHandle) {
 // uncontended/routes=N: one caller while N routes exist (the measured one
 // included); uncontended/otherRouteWaiters=100000: while another route holds
 // 100,000 queued waiters; parallel64/conns=C: 64 callers on one route with C
-// idle connections (with 16, callers queue).
+// idle connections (with 16, callers queue); chanpool/conns=C: the same 64
+// callers taking and putting back C tokens of a buffered channel, what a pool
+// without actors (connbench's pool+std) pays for the same, to compare.
 func BenchmarkLeaseRelease(b *testing.B) {
 	for _, routes := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("uncontended/routes=%d", routes), func(b *testing.B) {
@@ -96,6 +98,30 @@ func BenchmarkLeaseRelease(b *testing.B) {
 					leaseRelease(b, p, h)
 				}
 			})
+		})
+	}
+	for _, conns := range []int{64, 16} {
+		b.Run(fmt.Sprintf("chanpool/conns=%d", conns), func(b *testing.B) {
+			pool := make(chan *int, conns)
+			for range conns {
+				pool <- new(int)
+			}
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					c := <-pool
+					*c++ // the holder touches what it leased
+					pool <- c
+				}
+			})
+			total := 0
+			for range conns {
+				total += *<-pool
+			}
+			if total != b.N {
+				b.Fatalf("%d leases counted, want %d", total, b.N)
+			}
 		})
 	}
 }
