@@ -253,8 +253,7 @@ func (res *dialResult) run() {
 func (c *Actor) onDialResult(m *dialResult) {
 	c.dialing = false
 	if m.err != nil {
-		m.report(c.id, m.err)
-		c.sys.Root.Send(c.parent, &m.dialed)
+		c.sys.Root.Send(c.parent, m.report(c.id, m.err, nil))
 		return
 	}
 	p := c.dialed.Swap(nil)
@@ -271,9 +270,7 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.rd, c.wr = &c.rdv, &c.wrv
 	c.br, c.bw = newReader(c.rd), newWriter(c.wr)
 	c.probe = newIdleProbe(c.nc)
-	m.report(c.id, nil)
-	m.dialed.NetConn, m.dialed.TLSState = c.nc, tlsState(c.nc)
-	c.sys.Root.Send(c.parent, &m.dialed)
+	c.sys.Root.Send(c.parent, m.report(c.id, nil, c.nc))
 }
 
 // tlsState is the connection's TLS state, read once: every response of the

@@ -32,15 +32,14 @@ func (c *Actor) startH2(m *dialResult) {
 	})
 	if err != nil {
 		closeRaw(c.nc)
-		m.report(c.id, err)
-		c.sys.Root.Send(c.parent, &m.dialed)
+		c.sys.Root.Send(c.parent, m.report(c.id, err, nil))
 		return
 	}
 	c.h2 = hc
 	ev.start()
-	m.report(c.id, nil)
-	m.dialed.NetConn, m.dialed.TLSState, m.dialed.H2 = c.nc, tlsState(c.nc), hc
-	c.sys.Root.Send(c.parent, &m.dialed)
+	d := m.report(c.id, nil, c.nc)
+	d.H2 = hc
+	c.sys.Root.Send(c.parent, d)
 }
 
 // h2Events carries an HTTP/2 connection's events to its route. The

@@ -166,13 +166,16 @@ type dialResult struct {
 	dialed Dialed
 }
 
-// report fills the Dialed of the connection numbered id with the dial's
-// outcome and times.
-func (m *dialResult) report(id uint64, err error) {
+// report fills and returns the Dialed of the connection numbered id: the
+// dial's outcome and times and, when it succeeded, its socket nc and that
+// socket's TLS state.
+func (m *dialResult) report(id uint64, err error, nc net.Conn) *Dialed {
 	m.dialed = Dialed{ID: id, Err: err, Took: m.took}
 	if err == nil {
 		m.dialed.Connect, m.dialed.TLS = m.connect, m.tls
+		m.dialed.NetConn, m.dialed.TLSState = nc, tlsState(nc)
 	}
+	return &m.dialed
 }
 
 // RecycleRequest is sent by the route actor to a connection actor whose
