@@ -133,8 +133,6 @@ func (f *recycleFixture) waitDialed(t *testing.T, id uint64) *Dialed {
 	return nil
 }
 
-// get runs one GET on the actor's connection id; read says whether the body
-// is read to its end.
 // waitWatcher waits for the actor's idle watcher to start and returns how
 // long since armed (taken before the WatchIdle that armed it was sent).
 func (f *recycleFixture) waitWatcher(t *testing.T, armed time.Time) time.Duration {
@@ -167,6 +165,8 @@ func (f *recycleFixture) recycle(t *testing.T, d *Dialed) {
 	}
 }
 
+// get runs one GET on the actor's connection id; read says whether the body
+// is read to its end.
 func (f *recycleFixture) get(t *testing.T, id uint64, reused, read bool) (ExchangeResponse, chan bool) {
 	t.Helper()
 	r, done := f.send(t, id, reused)
@@ -278,16 +278,10 @@ func TestRecycleWaitsForARunningIdleWatcher(t *testing.T) {
 			t.Fatalf("request %d on the new socket: status %d", i, r.Resp.StatusCode)
 		}
 	}
-	for {
-		select {
-		case m := <-f.broken:
-			if m.ID != 1 {
-				t.Fatalf("IdleBroken for connection %d (%v): the old watcher reported against the new socket", m.ID, m.Err)
-			}
-			continue
-		default:
+	for len(f.broken) > 0 { // whatever the watchers reported so far
+		if m := <-f.broken; m.ID != 1 {
+			t.Fatalf("IdleBroken for connection %d (%v): the old watcher reported against the new socket", m.ID, m.Err)
 		}
-		break
 	}
 }
 
