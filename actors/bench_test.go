@@ -5,10 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/connactor/connactor/internal/wait"
-	"github.com/connactor/connactor/route"
 )
 
 // Micro-benchmarks of the route actor, driven by its messages as the client
@@ -218,9 +215,7 @@ func BenchmarkLRUIdleRoute(b *testing.B) {
 			for i := range n {
 				pub := &RoutePublished{}
 				pub.LRUIdleSince.Store(int64(1_000_000 + (i*7919)%n)) // distinct, not in route order
-				pid := actor.NewPID("bench", hostN(i))
-				s.addRoute(&routeEntry{h: &RouteHandle{Key: route.Key{Scheme: "http", Host: hostN(i), Port: "80"},
-					PID: pid, Pub: pub}})
+				s.addRoute(entryN(i, pub))
 			}
 			b.ReportAllocs()
 			for b.Loop() {

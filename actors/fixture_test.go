@@ -252,4 +252,11 @@ var errRefused = errors.New("dial refused (test)")
 
 func hostN(i int) string { return fmt.Sprintf("r%d.test", i) }
 
+// entryN is the supervisor's entry for a route hostN(i) with no actor behind
+// it, for tests of the supervisor's own bookkeeping (addRoute, its passes).
+func entryN(i int, pub *RoutePublished) *routeEntry {
+	return &routeEntry{h: &RouteHandle{Key: route.Key{Scheme: "http", Host: hostN(i), Port: "80"},
+		PID: actor.NewPID("nowhere", hostN(i)), Pub: pub}}
+}
+
 func timeAfter10s() <-chan time.Time { return time.After(10 * time.Second) }

@@ -244,8 +244,7 @@ func TestSupervisorRouteListFollowsStartsAndStops(t *testing.T) {
 	s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
 	es := make([]*routeEntry, 6)
 	for i := range es {
-		es[i] = &routeEntry{h: &RouteHandle{Key: route.Key{Scheme: "http", Host: hostN(i), Port: "80"},
-			PID: actor.NewPID("test", hostN(i)), Pub: &RoutePublished{}}}
+		es[i] = entryN(i, &RoutePublished{})
 		s.addRoute(es[i])
 	}
 	check := func(when string) {
