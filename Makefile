@@ -44,7 +44,7 @@ fuzz:
 ## bench: Go micro-benchmarks (connactor vs net/http in the same run), then a
 ## short cmd/connbench run (1s a cell; go, fasthttp and nginx servers in their
 ## own processes; the HTTP/2 cells on go and nginx), ending with a summary line
-## per cell (connactor's ratios and issue 12's targets met or not): about 6
+## per cell (connactor's ratios and the performance targets met or not): about 6
 ## minutes on 2 cores
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 500ms ./...

@@ -8,7 +8,7 @@ import (
 	"github.com/connactor/connactor/fleet"
 )
 
-// Fleet budgets (issue 15): the supervisor's side of the contract in fleet's
+// Fleet budgets: the supervisor's side of the contract in fleet's
 // package documentation. The node's keeper (SupervisorConfig.Fleet) holds a
 // share of each route's fleet-wide budget and tells it here
 // (fleet.ShareChanged); the supervisor grants a route a connection permit only

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// Issue 10, defect 1: a server that sends more than its response declares must
+// Response desync: a server that sends more than its response declares must
 // never make a later request read those bytes as its own response. Each
 // request names itself in its path and each genuine answer echoes it; the
 // stray bytes are a complete response saying "WRONG".

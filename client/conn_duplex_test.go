@@ -12,11 +12,11 @@ import (
 	"testing"
 )
 
-// Full duplex through the front door (issue 16): the request's body is written
+// Full duplex through the front door: the request's body is written
 // while the response is read, as net/http's Transport does.
 
 // An io.Pipe body fed from what the response says, against a net/http server
-// in full-duplex mode that echoes each line as it arrives: before issue 16
+// in full-duplex mode that echoes each line as it arrives: before full duplex
 // RoundTrip waited for the whole body and hung.
 func TestPipeBodyEchoedLineByLineThroughHTTPClient(t *testing.T) {
 	srv := newServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,7 +21,7 @@ import (
 )
 
 // oneShotServer answers one request per connection, without Connection: close,
-// and then closes the connection: the server of issue 10, defect 4. Each
+// and then closes the connection, the silent close that a probe must catch. Each
 // request's X-Seq is counted, so a request that reaches it twice is seen.
 type oneShotServer struct {
 	ln     net.Listener
@@ -142,7 +142,7 @@ func postOnce(c *Client, url string, seq int) error {
 	return err
 }
 
-// Issue 10, defect 4: 50 non-replayable POSTs to a server that closes after
+// A silent close after every response: 50 non-replayable POSTs to a server that closes after
 // each response without saying so, each sent once the server's FIN is in the
 // client's socket (inside IdleWatchDelay, before any idle watch looks). The
 // probe before writing finds each stale connection, nothing is written to it,

@@ -13,7 +13,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Issue 14: a real WebSocket client (github.com/coder/websocket) dials through
+// WebSocket over the pool: a real WebSocket client (github.com/coder/websocket) dials through
 // an http.Client whose Transport is connactor, against the same library's
 // server: the 101 response's Body is the connection, messages flow both ways,
 // the pool counts the connection as leased while it is open and forgets it

@@ -161,7 +161,7 @@ var errBodyClosed = errors.New("connactor: read on closed response body")
 //
 // Bytes already read from the socket beyond the response's end (past its
 // Content-Length, after a response without a body) belong to no request: the
-// next request would take them for its response (issue 10: response desync).
+// next request would take them for its response (response desync).
 // Such a connection is never re-used; checking costs a field read.
 func (b *body) finish(ok bool) {
 	b.finished = true

@@ -311,8 +311,8 @@ const (
 // the socket's watch delay (IdleWatchDelay, or longer, see watchDelay) a
 // goroutine blocks in a one-byte peek. A server's close (EOF) or
 // unsolicited bytes wake it, and it tells the route, so a dead connection leaves
-// the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch,
-// seed 001). The exchange that leases the connection disarms the watch or, if
+// the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch).
+// The exchange that leases the connection disarms the watch or, if
 // the watcher runs, interrupts it with a past read deadline.
 //
 // Arming costs a clock read and two atomic stores while the timer is set from

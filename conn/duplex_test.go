@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Full duplex (issue 16): the request's body is written while the response is
+// Full duplex: the request's body is written while the response is
 // read.
 
 func newRequest(t *testing.T, method string, body io.Reader) *http.Request {
@@ -27,7 +27,7 @@ func newRequest(t *testing.T, method string, body io.Reader) *http.Request {
 
 // The server answers at once and echoes each chunk of the request body as a
 // chunk of the response: the caller writes a line, reads it back, and so on.
-// Before issue 16 the exchange waited for the whole body first and hung.
+// Before full duplex the exchange waited for the whole body first and hung.
 func TestBodyStreamsWhileTheResponseStreamsBack(t *testing.T) {
 	f := newConnFixture(t)
 	go func() { // owned by the test: ends when the fixture closes the server side

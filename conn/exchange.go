@@ -255,7 +255,7 @@ func (c *Actor) abort(m *ExchangeRequest, dl *exchangeDeadlines, w *reqWriter, o
 	case op == "read" && dl.headerExpired():
 		// Whatever the read returned: a timeout, or the partial line bufio
 		// handed to ReadResponse without its timeout ("malformed HTTP
-		// response \"HTT\"", issue 10).
+		// response \"HTT\"").
 		if isTimeout(err) {
 			err = fmt.Errorf("%w after %v", ErrResponseHeaderTimeout, c.opt.ResponseHeaderTimeout)
 		} else {

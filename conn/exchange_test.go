@@ -249,7 +249,7 @@ func TestContextEndInterruptsHeadRead(t *testing.T) {
 	}
 }
 
-// Issue 10, defect 3: when ResponseHeaderTimeout fires after part of a line has
+// A slow head: when ResponseHeaderTimeout fires after part of a line has
 // arrived, bufio hands the partial line to ReadResponse without the timeout
 // ("malformed HTTP response \"HTT\""). Whatever the parser makes of it, a head
 // that missed its deadline is ErrResponseHeaderTimeout.

@@ -50,7 +50,7 @@ func runScripted(t *testing.T, method, raw string) scripted {
 	return s
 }
 
-// Issue 10, defect 1: bytes the response did not declare (beyond a
+// Response desync: bytes the response did not declare (beyond a
 // Content-Length body, after a response without a body) belong to no request.
 // A connection that has them is never re-used: the next request would read them
 // as its own response.
@@ -119,7 +119,7 @@ func TestExchangeRefusesConnectionWithBytesWaiting(t *testing.T) {
 	}
 }
 
-// Issue 10, defect 2: Content-Length together with Transfer-Encoding: chunked
+// Request smuggling's shape: Content-Length together with Transfer-Encoding: chunked
 // (RFC 9112 section 6.3) means a party on the way framed the message one way
 // and we the other. http.ReadResponse drops the Content-Length and reads the
 // chunks (as net/http does, the response is returned); the connection is

@@ -117,7 +117,7 @@ func FuzzReusable(f *testing.F) {
 // with a 100 KiB streamed body (written by the request writer), and reads the
 // body to its end: no panic, a typed error or a response, the exchange ended
 // exactly once, a connection re-used only after a clean, reusable exchange,
-// and never with bytes left in its reader (issue 10: no desync). A 101
+// and never with bytes left in its reader (no desync). A 101
 // response's body is the connection and ends the exchange, unreusable, when
 // closed.
 func FuzzExchange(f *testing.F) {

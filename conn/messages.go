@@ -61,7 +61,7 @@ type H2Closed struct {
 
 // IdleBroken is sent to the parent route actor by a connection's idle watcher when
 // the server closed the idle connection or sent bytes nobody asked for
-// (the idea of Lwan's EPOLLRDHUP watch, seed 001). No reply. The route discards
+// (the idea of Lwan's EPOLLRDHUP watch). No reply. The route discards
 // the connection if it is still idle; if it was leased meanwhile, the lease holder
 // finds out when its exchange starts.
 type IdleBroken struct {

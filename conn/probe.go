@@ -9,7 +9,7 @@ import (
 )
 
 // idleProbe looks at a pooled connection's socket, without blocking, just before
-// a request is written to it (issue 10, defect 4): a server that closed an idle
+// a request is written to it: a server that closed an idle
 // connection without announcing it, or sent bytes nobody asked for, is found
 // before anything is written, and the request fails with ErrStaleConn and
 // ErrNotSent, which the client replays on a new connection whatever its method.

@@ -240,7 +240,7 @@ func TestIdleProbeOverTLS(t *testing.T) {
 	}
 }
 
-// Issue 10, defect 4: a server that closes after its response without saying
+// A silent close: a server that closes after its response without saying
 // so. Its FIN has arrived when the connection is leased again, inside
 // IdleWatchDelay, before any watch looked: a peek before writing finds it, and
 // the exchange fails as stale with nothing written, so the client replays it.
@@ -274,7 +274,7 @@ func TestExchangeOnAConnectionTheServerClosedWritesNothing(t *testing.T) {
 	}
 }
 
-// Issue 10, defect 1: bytes that arrive on an idle connection before its watch
+// Response desync: bytes that arrive on an idle connection before its watch
 // looked (armed, not yet probing) make it unusable: nothing is written to it.
 func TestExchangeAfterUnsolicitedBytesWritesNothing(t *testing.T) {
 	f := newConnFixture(t)

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 14: a 101 response's Body is the connection, read and written by the
+// Upgrades: a 101 response's Body is the connection, read and written by the
 // new protocol; the bytes that came with the head are read first; the request's
 // context no longer bounds it; Close ends the exchange, not re-usable.
 func TestSwitchingProtocolsHandsTheConnectionToTheBody(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 
 // reqWriter is the write side of an exchange whose request has a body: the
 // request is written on a goroutine owned by the client while the exchange
-// reads the response, full duplex as net/http's Transport does it (issue 16).
+// reads the response, full duplex as net/http's Transport does it.
 // A body may then stream while the response streams back (an io.Pipe fed from
 // what the response says, a CONNECT tunnel), and a server that answers before
 // reading the whole body (401 or 413 before an upload) is heard. Requests
@@ -223,7 +223,7 @@ func (w *reqWriter) stop(dl *exchangeDeadlines) {
 
 // atHead settles the write once the final response head has arrived, and says
 // whether the response is early: it came before the request's body was written
-// in full, and the rest will not be sent (seed 003's non-fatal problem: the
+// in full, and the rest will not be sent (a non-fatal problem for Send's handlers: the
 // server answered while the client was still sending).
 //
 //   - The writer finished: cleanly (not early); with a body error (bodyErr: the

@@ -1,6 +1,6 @@
 // Package fleet shares a connection budget per route across the nodes of a
 // protoactor cluster: N nodes together never hold more than the budget to one
-// upstream (issue 15). Leases stay local: each node holds a share of the
+// upstream. Leases stay local: each node holds a share of the
 // budget and asks for more, or gives some back, in the background; the
 // request path sends no cluster message.
 //

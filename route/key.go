@@ -1,6 +1,6 @@
 // Package route computes route keys: the value that decides which pooled
 // connections are interchangeable. Two requests may share a connection only when
-// their keys are equal (seed 004, "Routes" and "Connection Re-use"): same scheme,
+// their keys are equal (as Apache HttpClient's routes decide re-use): same scheme,
 // host and port, same proxy (and proxy credentials), same TLS configuration and
 // same caller identity. The package holds pure values: no goroutines, no I/O.
 package route

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The targets of issue 12 ("performance, round two"), checked per cell by the
+// The performance targets, checked per cell by the
 // summary lines.
 const (
 	targetRPS         = 1.3  // c16, c64, c256: at least this x net/http's req/s
@@ -36,7 +36,7 @@ func (r *report) writeSummary(w io.Writer) {
 		}
 		cells[k] = append(cells[k], res)
 	}
-	fmt.Fprintln(w, "Summary (connactor against the others in the same cell; targets of issue 12):")
+	fmt.Fprintln(w, "Summary (connactor against the others in the same cell; performance targets):")
 	for _, k := range order {
 		if line := summaryLine(k.server, k.scenario, cells[k]); line != "" {
 			fmt.Fprintln(w, line)

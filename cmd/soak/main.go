@@ -3,7 +3,7 @@
 // routes, each a scripted server on its own 127.0.0.1 listener, 20 of them
 // reached through toxiproxy v2.12.0 (latency, slicer, bandwidth, and reset_peer
 // and timeout toxics switched on and off as it runs). Requests mix good answers
-// with every scripted fault of issue 10 (extra bytes, Content-Length with
+// with every scripted fault of the fault matrix (extra bytes, Content-Length with
 // chunked, silent closes, resets, truncations, bad status lines, slowloris,
 // stalls), with random cancellation and random early body closes, under a
 // MaxConnsTotal well below what the routes could use.

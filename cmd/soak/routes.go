@@ -39,12 +39,12 @@ func handle(c *fs.Conn, r *fs.Request) {
 	case "/big":
 		b := expectedBody("/big", id)
 		c.Write(fs.Head("HTTP/1.1 200 OK", fs.ContentLength(b)) + b)
-	case "/extra": // a body longer than its Content-Length (issue 10, defect 1)
+	case "/extra": // a body longer than its Content-Length (response desync)
 		c.Write(fs.OK(id) + fs.OK("bogus"))
-	case "/cl-te": // Content-Length with chunked (defect 2)
+	case "/cl-te": // Content-Length with chunked (request smuggling's shape)
 		c.Write(fs.Head("HTTP/1.1 200 OK", "Content-Length: 99", "Transfer-Encoding: chunked") +
 			fs.Chunk(fs.Body(id)) + "0\r\n\r\n")
-	case "/close": // closes after the response, without saying so (defect 4)
+	case "/close": // closes after the response, without saying so (the probe's case)
 		c.WriteAndClose(fs.OK(id))
 	case "/rst": // a reset in the middle of the body
 		c.Write(fs.Head("HTTP/1.1 200 OK", "Content-Length: 1000") + fs.Body(id))
@@ -54,7 +54,7 @@ func handle(c *fs.Conn, r *fs.Request) {
 		c.Close()
 	case "/status0":
 		c.Write(fs.Head("HTTP/1.1 0 Zero", fs.ContentLength(fs.Body(id))) + fs.Body(id))
-	case "/slow": // slowloris: a byte every 100ms, past ResponseHeaderTimeout (defect 3)
+	case "/slow": // slowloris: a byte every 100ms, past ResponseHeaderTimeout
 		c.WriteSlowly(fs.OK(id), 100*time.Millisecond)
 		c.Close()
 	case "/stall": // never answers

@@ -1,4 +1,4 @@
-// Command dispatch shows asynchronous dispatch (seed 003, HttpDispatch): it
+// Command dispatch shows asynchronous dispatch (in the manner of HttpDispatch): it
 // hands a few hundred requests to a connactor client with Send, never blocking,
 // processes each response in a notification handler as it arrives, aborts some
 // requests mid-flight, and prints what became of each route's requests.

@@ -37,9 +37,9 @@ type expect struct {
 
 // faultCase is one row of the matrix.
 type faultCase struct {
-	name   string
-	defect int // the issue 10 defect it reproduces (0: none)
-	setup  func(t *testing.T) *fixture
+	name  string
+	risk  string // the failure it reproduces, named in the report ("": none)
+	setup func(t *testing.T) *fixture
 	// run replaces the default bad-then-good run; it returns its own problems.
 	run  func(t *testing.T, f *fixture, tg *target) outcome
 	want expect
@@ -104,13 +104,13 @@ func withBody(body string, headers ...string) string {
 
 func framingCases() []faultCase {
 	return []faultCase{
-		{name: "extra bytes after a body (longer than its Content-Length)", defect: 1,
+		{name: "extra bytes after a body (longer than its Content-Length)", risk: "desync",
 			setup: bad(func(id string) string { return fs.OK(id) + fs.OK("bogus") }),
 			want:  expect{status: 200}},
-		{name: "extra bytes after a body-less 204", defect: 1,
+		{name: "extra bytes after a body-less 204", risk: "desync",
 			setup: bad(func(id string) string { return fs.Head("HTTP/1.1 204 No Content") + fs.OK("bogus") }),
 			want:  expect{status: 204}},
-		{name: "Content-Length with Transfer-Encoding: chunked", defect: 2,
+		{name: "Content-Length with Transfer-Encoding: chunked", risk: "smuggling",
 			setup: bad(func(id string) string {
 				return withBody(fs.Chunk(fs.Body(id))+"0\r\n\r\n", "Content-Length: 50", "Transfer-Encoding: chunked")
 			}),
@@ -162,7 +162,7 @@ func framingCases() []faultCase {
 				}
 			})})
 		}, want: expect{errIs: []error{client.ErrOutcomeUnknown, client.ErrResponseHeaderTooLarge}}},
-		{name: "unsolicited response on an idle connection", defect: 1, setup: unsolicited,
+		{name: "unsolicited response on an idle connection", risk: "desync", setup: unsolicited,
 			want: expect{status: 200}},
 	}
 }
@@ -196,7 +196,7 @@ func slowAndBrokenCases() []faultCase {
 		})})
 	}
 	return []faultCase{
-		{name: "slowloris head, ResponseHeaderTimeout 1s", defect: 3,
+		{name: "slowloris head, ResponseHeaderTimeout 1s", risk: "slow head",
 			setup: func(t *testing.T) *fixture {
 				f := slowloris(t)
 				f.opts.responseHeaderTimeout = time.Second
@@ -235,7 +235,7 @@ func slowAndBrokenCases() []faultCase {
 		{name: "truncated Content-Length body (FIN)",
 			setup: badThenClose(func(id string) string { return withBody(fs.Body(id), "Content-Length: 1000") }),
 			want:  expect{bodyErr: true}},
-		{name: "server closes after every response, no Connection: close (50 POSTs)", defect: 4,
+		{name: "server closes after every response, no Connection: close (50 POSTs)", risk: "silent close",
 			setup: func(t *testing.T) *fixture {
 				return serve(t, fs.Config{Handler: func(c *fs.Conn, r *fs.Request) { c.WriteAndClose(fs.OK(r.ID)) }})
 			}, run: closingServerPOSTs},

@@ -1,4 +1,4 @@
-// Package faults_test is issue 10's fault matrix: every case runs against
+// Package faults_test is the fault matrix: every case runs against
 // connactor (through its public client API only) and against net/http's
 // Transport in the same run. For connactor the test asserts, for every case:
 //
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 // row is one case's line in the table.
 type row struct {
 	group, name string
-	defect      int
+	risk        string
 	cells       map[string]string // by client kind
 	passed      bool              // connactor met every expectation
 }
@@ -76,7 +76,7 @@ func TestFaultMatrix(t *testing.T) {
 
 // runCase runs fc against each client in a subtest of its own.
 func runCase(t *testing.T, group string, fc faultCase) row {
-	r := row{group: group, name: fc.name, defect: fc.defect, cells: map[string]string{}, passed: true}
+	r := row{group: group, name: fc.name, risk: fc.risk, cells: map[string]string{}, passed: true}
 	t.Run(fc.name, func(t *testing.T) {
 		for _, kind := range kinds {
 			t.Run(kind, func(t *testing.T) {
@@ -127,18 +127,14 @@ func finish(t *testing.T, tg *target, problems []string, r *row) {
 // report logs the table and writes it as markdown.
 func report(t *testing.T, rows []row) {
 	var sb strings.Builder
-	sb.WriteString("| # | case | issue 10 | connactor | net/http |\n|---|---|---|---|---|\n")
+	sb.WriteString("| # | case | risk | connactor | net/http |\n|---|---|---|---|---|\n")
 	n := 0
 	for _, r := range rows {
 		if len(r.cells) == 0 {
 			continue // filtered out by -run
 		}
 		n++
-		defect := ""
-		if r.defect > 0 {
-			defect = fmt.Sprintf("defect %d", r.defect)
-		}
-		fmt.Fprintf(&sb, "| %d | %s: %s | %s | %s | %s |\n", n, r.group, r.name, defect,
+		fmt.Fprintf(&sb, "| %d | %s: %s | %s | %s | %s |\n", n, r.group, r.name, r.risk,
 			r.cells[kindConnactor], r.cells[kindNetHTTP])
 	}
 	t.Logf("fault matrix (✓/✗: connactor met its expectations; net/http's ✗ marks what connactor would fail for):\n%s", sb.String())
