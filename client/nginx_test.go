@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 // Real nginx closes each connection after 3 requests ("Connection: close" on

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connactor/connactor/internal/proxytest"
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 // nginxTLS is an nginx serving "ok" over TLS on 127.0.0.1 with a self-signed

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connactor/connactor/internal/proxytest"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
 )
 
 func TestHTTPThroughAnHTTPProxyUsesAbsoluteFormOnOneProxyConnection(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 // apr1 is Apache's MD5 password hash ("$apr1$salt$hash"), which squid's

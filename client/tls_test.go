@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/internal/proxytest"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
 )
 
 // handshakeLog records, on the server's side, every TLS handshake and whether

@@ -17,7 +17,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/internal/faultserver"
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/internal/proxytest"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
 	"github.com/connactor/connactor/route"
 )
 

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/fleet/fleettest"
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 // needEtcd returns the etcd binary (Debian's etcd-server). Without one the

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/connactor/connactor/internal/faultserver"
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // benchCert is the HTTP/2 cells' server certificate: self-signed for

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
-	"github.com/connactor/connactor/internal/errname"
+	"github.com/connactor/connactor/internal/testkit/errname"
 )
 
 // mix is the share of each path in the load, in parts of 10,000: mostly good

@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
-	fs "github.com/connactor/connactor/internal/faultserver"
-	"github.com/connactor/connactor/internal/toxi"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
+	"github.com/connactor/connactor/internal/testkit/toxi"
 )
 
 // responseHeaderTimeout ends the slowloris and stalled requests. It is far

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	fs "github.com/connactor/connactor/internal/faultserver"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // result is everything the report prints.

@@ -9,8 +9,8 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
-	fs "github.com/connactor/connactor/internal/faultserver"
-	"github.com/connactor/connactor/internal/toxi"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
+	"github.com/connactor/connactor/internal/testkit/toxi"
 )
 
 // bigPadding follows "req=<id>\n" in /big's body: enough that an early close

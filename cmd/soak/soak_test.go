@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/connactor/connactor/internal/toxi"
+	"github.com/connactor/connactor/internal/testkit/toxi"
 )
 
 func TestMain(m *testing.M) {

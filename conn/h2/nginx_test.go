@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"github.com/connactor/connactor/internal/errs"
-	"github.com/connactor/connactor/internal/proxytest"
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 // A real nginx serving HTTP/2 over TLS on 127.0.0.1, started by the test with a
-// certificate made by the test (internal/realtest).
+// certificate made by the test (internal/testkit/realtest).
 
 // nginxH2 is a running nginx with HTTP/2 on.
 type nginxH2 struct {

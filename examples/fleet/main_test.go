@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/connactor/connactor/fleet/fleettest"
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/connactor/connactor/internal/lookpath"
+	"github.com/connactor/connactor/internal/testkit/lookpath"
 )
 
 // EtcdNames are where the etcd server binary is looked for: on PATH, and

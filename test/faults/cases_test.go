@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
-	fs "github.com/connactor/connactor/internal/faultserver"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // fixture is what a case runs against: a fresh one per client.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
-	"github.com/connactor/connactor/internal/errname"
-	fs "github.com/connactor/connactor/internal/faultserver"
+	"github.com/connactor/connactor/internal/testkit/errname"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // The two clients of every case: connactor, whose expectations the test
@@ -159,7 +159,7 @@ func (tg *target) settle() (fs.Rest, bool) {
 	return fs.Settle(func() (int, int, int) { st := tg.c.Stats(); return st.Leased, st.Pending, st.Idle }, tg.dialer, settleWait)
 }
 
-// certErrorName names the certificate exception beside the sentinels (internal/errname).
+// certErrorName names the certificate exception beside the sentinels (internal/testkit/errname).
 const certErrorName = "*tls.CertificateVerificationError"
 
 // typed reports whether err carries one of the two families every connactor

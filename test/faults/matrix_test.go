@@ -26,7 +26,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	fs "github.com/connactor/connactor/internal/faultserver"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 func TestMain(m *testing.M) {

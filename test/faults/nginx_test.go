@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connactor/connactor/internal/realtest"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
 // bigPadding is the size of /big's body: enough for the bandwidth toxic to
 // matter, small enough to cross it in a fraction of a second.
 const bigPadding = 128 << 10
 
-// startNginx runs a real nginx on a free loopback port (internal/realtest)
+// startNginx runs a real nginx on a free loopback port (internal/testkit/realtest)
 // and stops it when the test ends. Its answers name the request and nginx's
 // connection serial number ($connection), so a re-used connection shows:
 // "req=<id> conn=<n>\n" at /, and the same followed by bigPadding bytes at

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	fs "github.com/connactor/connactor/internal/faultserver"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // badThenGood is the default run: GET /bad, then GET /good at once (within

@@ -10,9 +10,9 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 
 	"github.com/connactor/connactor/client"
-	fs "github.com/connactor/connactor/internal/faultserver"
-	"github.com/connactor/connactor/internal/realtest"
-	"github.com/connactor/connactor/internal/toxi"
+	fs "github.com/connactor/connactor/internal/testkit/faultserver"
+	"github.com/connactor/connactor/internal/testkit/realtest"
+	"github.com/connactor/connactor/internal/testkit/toxi"
 )
 
 // toxicCase runs requests through a fresh toxiproxy proxy in front of nginx.

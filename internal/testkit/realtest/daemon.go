@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/internal/lookpath"
+	"github.com/connactor/connactor/internal/testkit/lookpath"
 )
 
 // Tool returns the path of the first of names found on PATH or, for an

@@ -7,7 +7,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/connactor/connactor/internal/faultserver"
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // Cert is a self-signed certificate for tests, valid for 127.0.0.1, ::1,

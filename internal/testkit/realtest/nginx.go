@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/connactor/connactor/internal/proxytest"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
 )
 
 // NginxConfig says what StartNginx serves.

@@ -11,7 +11,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
 	"go.uber.org/goleak"
 
-	"github.com/connactor/connactor/internal/faultserver"
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
