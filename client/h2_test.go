@@ -236,7 +236,7 @@ func TestMaxConnsPerRouteCapsHTTP2ConnectionsAndQueuesInOrder(t *testing.T) {
 // dozens of streams.)
 func TestAGOAWAYInTheMiddleOfTheLoadFailsNoRequest(t *testing.T) {
 	var served atomic.Int64
-	srv := newH2Server(t, 0, func(w http.ResponseWriter, r *http.Request) {
+	srv := newH2Server(t, 100, func(w http.ResponseWriter, r *http.Request) {
 		if n := served.Add(1); n == 60 || n == 140 {
 			w.Header().Set("Connection", "close") // Go's h2 server: a graceful GOAWAY
 		}
