@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test demo bench bench-full vet fmt fuzz otelcol soak
+.PHONY: test demo bench bench-full vet fmt fuzz otelcol otel soak
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -73,3 +73,15 @@ soak:
 ## otelcol: build (once, cached) the OpenTelemetry Collector the OTLP export test runs
 otelcol:
 	bash .ci/otelcol.sh
+
+## otel: examples/otel exporting to a local OpenTelemetry Collector (built
+## once by otelcol; examples/otel/collector.yaml: OTLP/HTTP on 127.0.0.1:4318,
+## a line per batch received), stopped when the example ends
+otel: SHELL := /bin/bash
+otel:
+	@bin=$$(bash .ci/otelcol.sh | tail -n 1); \
+	$$bin --config examples/otel/collector.yaml & col=$$!; \
+	trap 'kill $$col 2>/dev/null; wait $$col 2>/dev/null' EXIT; \
+	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/4318) 2>/dev/null && break; sleep 0.1; done; \
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 $(GO) run ./examples/otel; \
+	sleep 1
