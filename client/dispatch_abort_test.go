@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -264,5 +265,65 @@ func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	}
 	if n := notified.Load(); n != 0 {
 		t.Fatalf("%d notifications after Close, want 0", n)
+	}
+}
+
+// leaseHooks are a Handle's hooks as the request path sees them, for a
+// request whose Handle was aborted just as it was granted a connection: its
+// Leased hook refuses the connection.
+type leaseHooks struct {
+	refuse error
+	leased atomic.Int64
+}
+
+func (h *leaseHooks) Leased() error            { h.leased.Add(1); return h.refuse }
+func (h *leaseHooks) Replaying(error) bool     { return true }
+func (h *leaseHooks) EarlyResponse(error) bool { return true }
+
+// A request aborted between the grant of its connection and its first byte
+// (AbortAll stops every Handle before it cancels any) writes nothing and
+// gives the connection back as it came: idle, not closed, and served to the
+// next request. The server never sees the aborted request.
+func TestARequestAbortedAsItIsLeasedGivesTheConnectionBackUnused(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		t.Run(proto, func(t *testing.T) {
+			var seen sync.Map
+			var conns *atomic.Int64
+			handler := func(w http.ResponseWriter, r *http.Request) {
+				seen.Store(r.URL.Path, true)
+				io.WriteString(w, "ok")
+			}
+			var c *Client
+			var url string
+			if proto == "HTTP/2" {
+				srv := newH2Server(t, 0, handler)
+				c, url, conns = srv.client(t, Config{}), srv.URL, &srv.conns
+			} else {
+				srv := newDispatchServer(t, handler)
+				c, url, conns = newTestClient(t, Config{MaxConnsPerRoute: 1}), srv.URL, &srv.newConns
+			}
+			hooks := &leaseHooks{refuse: ErrAborted}
+			if _, err := c.roundTrip(newGet(t, url+"/aborted"), hooks); !errors.Is(err, ErrAborted) || hooks.leased.Load() != 1 {
+				t.Fatalf("roundTrip: %v after %d leases; want ErrAborted after 1", err, hooks.leased.Load())
+			}
+			if st := c.Stats(); st.Leased != 0 || st.Streams != 0 || st.InFlight != 0 || st.Idle != 1 {
+				t.Fatalf("after the refused lease: leased %d streams %d in flight %d idle %d; want 0 0 0 1",
+					st.Leased, st.Streams, st.InFlight, st.Idle)
+			}
+			resp, err := c.RoundTrip(newGet(t, url+"/next"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if _, ok := seen.Load("/aborted"); ok {
+				t.Fatal("the server saw the request aborted as it was leased")
+			}
+			st := waitSettled(t, c)
+			if r := st.Routes[0]; conns.Load() != 1 || r.Opened != 1 || r.Closed != 0 || r.Leases != 2 {
+				t.Fatalf("the server saw %d connections; route opened %d, closed by %v, leases %d; want 1, 1, none, 2",
+					conns.Load(), r.Opened, r.ClosedBy, r.Leases)
+			}
+		})
 	}
 }

@@ -34,7 +34,8 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // roundTrip is RoundTrip with the hooks of a Handle from Send (nil for
-// RoundTrip), whose handler hears of non-fatal problems (see dispatch.Hooks).
+// RoundTrip): it tells them when the request holds a connection, and asks
+// them about non-fatal problems (see dispatch.Hooks).
 func (c *Client) roundTrip(req *http.Request, hooks dispatch.Hooks) (*http.Response, error) {
 	key, err := c.check(req)
 	if err != nil {
@@ -124,6 +125,16 @@ func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, t
 		if err := x.lease(l, key, fresh, avoid); err != nil {
 			closeBody(req)
 			return nil, nil, err
+		}
+		if hooks != nil {
+			if err := hooks.Leased(); err != nil {
+				// Aborted meanwhile: nothing is written, and the connection
+				// goes back to its route as it came (Ticket.Returned).
+				x.ticket.Cancel()
+				c.sys.Root.Send(x.route.PID, &actors.LeaseCancelled{Ticket: &x.ticket})
+				closeBody(req)
+				return nil, nil, err
+			}
 		}
 		resp, err := x.exchange(req)
 		if err == nil {

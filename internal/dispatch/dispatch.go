@@ -14,9 +14,10 @@
 // The life of a Handle: Send registers it and starts its dispatch goroutine,
 // which calls RoundTripWithHooks with the Handle's context (the request's,
 // made cancellable: cancelling it is how the Handle aborts the request,
-// wherever it is) and the Handle's Hooks. The request path asks the hooks
-// about non-fatal problems (Replaying, EarlyResponse), which the Handler may
-// make fatal. The final
+// wherever it is) and the Handle's Hooks. The request path tells the hooks
+// when the request holds a connection (Leased, where an abort that came first
+// gives the connection back unused), and asks them about non-fatal problems
+// (Replaying, EarlyResponse), which the Handler may make fatal. The final
 // outcome is recorded in the Handle (Await wakes) and its notification is
 // queued for the workers. The Handle stays linked, and registered, until its
 // response body ends or is closed.
@@ -53,6 +54,12 @@ type RoundTripper interface {
 // request's goroutine (the Handle's dispatch goroutine). They may block:
 // the request waits for them.
 type Hooks interface {
+	// Leased is told that an attempt of the request holds a connection (or a
+	// stream of an HTTP/2 one), before any of the request is written. It
+	// returns nil to go on, or the error of an abort that came first: the
+	// request then gives the connection back unused (as it came: idle, and
+	// not closed) and ends with that error, without a replay.
+	Leased() error
 	// Replaying is asked before a request that failed on a re-used
 	// connection, before any response byte, is replayed on a new one; false
 	// ends the request with err instead.
@@ -123,7 +130,7 @@ func (d *Dispatcher) AbortAll() {
 // stopAll aborts every linked Handle with cause, and returns those it
 // stopped (not those stopped already). It marks them all stopped before it
 // cancels any: a connection freed by one abort must not carry a request that
-// is about to be aborted (see Handle.gotConn).
+// is about to be aborted (its Leased hook refuses the connection).
 func (d *Dispatcher) stopAll(cause error) []*Handle {
 	hs := d.snapshot()
 	n := 0
@@ -295,6 +302,9 @@ func (d *Dispatcher) problem(h *Handle, err error) error {
 // a request costs no allocation for them, and the hooks stay off the Handle's
 // own methods (which users call).
 type requestHooks Handle
+
+// Leased refuses the connection of a Handle stopped meanwhile (see Handle.leased).
+func (r *requestHooks) Leased() error { return (*Handle)(r).leased() }
 
 // Replaying: a request that failed on a re-used connection is a non-fatal
 // problem, which the Handle's handler may escalate to refuse the replay;

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 )
@@ -121,7 +120,6 @@ func newHandle(d *Dispatcher, req *http.Request, h Handler) *Handle {
 		parent = req.Context()
 	}
 	hd.ctx, hd.cancel = context.WithCancelCause(parent)
-	hd.ctx = httptrace.WithClientTrace(hd.ctx, &httptrace.ClientTrace{GotConn: hd.gotConn})
 	if req != nil {
 		hd.req = req.WithContext(hd.ctx)
 	}
@@ -218,8 +216,9 @@ func (h *Handle) stop(cause error) {
 }
 
 // markStopped is stop's first half: from now on no notification starts, Await
-// returns cause, and a request that is granted a connection cancels itself
-// before writing a byte (see gotConn). It reports false if already stopped.
+// returns cause, and a request that is granted a connection gives it back
+// unused, before writing a byte (see leased). It reports false if already
+// stopped.
 func (h *Handle) markStopped(cause error) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -248,18 +247,19 @@ func (h *Handle) endStopped() {
 	h.unlink()
 }
 
-// gotConn runs on the dispatch goroutine when RoundTrip was granted a
-// connection, before anything is written (an httptrace hook): a Handle stopped
-// meanwhile cancels its context, so the exchange gives up unwritten. This is
-// what lets AbortAll stop every Handle before it cancels any: a connection freed
-// by one abort cannot carry a request that is about to be aborted.
-func (h *Handle) gotConn(httptrace.GotConnInfo) {
+// leased is the request's Leased hook: it runs on the dispatch goroutine when
+// an attempt of the request holds a connection, before anything is written.
+// A Handle stopped meanwhile refuses the connection (the request path gives it
+// back unused) and the request ends with the stop's cause. This is what lets
+// AbortAll stop every Handle before it cancels any: a connection freed by one
+// abort cannot carry a request that is about to be aborted.
+func (h *Handle) leased() error {
 	h.mu.Lock()
-	stopped, cause := h.stopped, h.stopErr
-	h.mu.Unlock()
-	if stopped {
-		h.cancel(cause)
+	defer h.mu.Unlock()
+	if h.stopped {
+		return h.stopErr
 	}
+	return nil
 }
 
 // nonFatal notifies a non-fatal problem (the Replaying and EarlyResponse
