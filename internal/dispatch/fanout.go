@@ -39,14 +39,16 @@ func SendAll[T any](ctx context.Context, d *Dispatcher, reqs []*http.Request, li
 					<-aborted // the abort is running: its goroutine ends before this task
 				}
 			}()
+			// Whatever ends this task but success (an error, or a panic in
+			// read, which the pool re-raises) aborts its request: the response
+			// is discarded with its connection. After Close it does nothing.
+			defer h.Abort()
 			resp, err := h.Await(ctx)
 			if err != nil {
-				h.Abort()
 				return err
 			}
 			v, err := read(resp)
 			if err != nil {
-				h.Abort()
 				return err
 			}
 			h.Close()

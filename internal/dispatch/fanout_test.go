@@ -131,3 +131,22 @@ func TestSendAllOfNothingReturnsAnEmptySlice(t *testing.T) {
 		t.Fatalf("SendAll(nil): %v, %v; want an empty slice", got, err)
 	}
 }
+
+// A panic in read reaches the caller, after the rest is aborted and the
+// response being read is discarded with its connection.
+func TestSendAllReRaisesAPanicInRead(t *testing.T) {
+	f := newFakeTrip(0)
+	d, _ := newTestDispatcher(t, f, 1, nil)
+	reqs := []*http.Request{newGet(t, "/a"), newGet(t, "/b")}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "reader bug") {
+			t.Fatalf("recovered %v, want the panic of read", r)
+		}
+		if w, cl := f.written.Load(), f.closed.Load(); w != 1 || cl != 1 {
+			t.Fatalf("%d requests written and %d connections closed, want 1 and 1: the panicking read's response discarded, the rest never sent", w, cl)
+		}
+		f.assertSettled(t)
+	}()
+	SendAll(awaitCtx(t), d, reqs, 1, func(*http.Response) (int, error) { panic("reader bug") })
+	t.Fatal("SendAll returned")
+}
