@@ -54,7 +54,7 @@ func TestAbortBeforeTheLeaseLeavesTheQueueUnwritten(t *testing.T) {
 	if h.Linked() {
 		t.Fatal("aborted handle still linked")
 	}
-	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
+	if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) {
 		t.Fatalf("Await after Abort: %v, want ErrAborted", err)
 	}
 	if c.n.Load() != 0 {
@@ -83,7 +83,7 @@ func TestAHandleStoppedBeforeItsLeaseGivesTheConnectionBackUnused(t *testing.T) 
 		t.Fatalf("%d connections given back, %d requests written; want 1 and 1 (the holder)", g, w)
 	}
 	h.endStopped()
-	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+	if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) || h.Linked() {
 		t.Fatalf("Await: %v, linked %v; want ErrAborted, unlinked", err, h.Linked())
 	}
 	if c.n.Load() != 0 {
@@ -113,7 +113,7 @@ func TestAbortWhileLeasedClosesTheConnection(t *testing.T) {
 	if cl, r := f.closed.Load(), f.reused.Load(); cl != 1 || r != 0 {
 		t.Fatalf("%d connections closed and %d re-used, want 1 and 0", cl, r)
 	}
-	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+	if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) || h.Linked() {
 		t.Fatalf("Await: %v, linked %v; want ErrAborted, unlinked", err, h.Linked())
 	}
 	if c.n.Load() != 0 {
@@ -134,21 +134,20 @@ func TestAbortAfterTheResponseClosesTheConnectionWhereCloseKeepsIt(t *testing.T)
 			}
 			d, _ := newTestDispatcher(t, f, 1, nil)
 			h := d.Send(newGet(t, "/"), nil)
-			resp, err := h.Await(awaitCtx(t))
+			resp, err := h.Await(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			buf := make([]byte, len("first chunk"))
-			if _, err := io.ReadFull(resp.Body, buf); err != nil {
-				t.Fatal(err)
+			if n, err := resp.Body.Read(make([]byte, 5)); n != 5 || err != nil {
+				t.Fatalf("first read: %d bytes, %v", n, err)
 			}
 			if how == "Abort" {
 				h.Abort()
 			} else if err := h.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := resp.Body.Read(buf); err == nil {
-				t.Fatalf("body still readable after %s", how)
+			if rest, err := io.ReadAll(resp.Body); err == nil {
+				t.Fatalf("body still readable after %s: %q", how, rest)
 			}
 			wantClosed, wantReused := int64(1), int64(0)
 			if how == "Close" {
@@ -157,7 +156,7 @@ func TestAbortAfterTheResponseClosesTheConnectionWhereCloseKeepsIt(t *testing.T)
 			if cl, r := f.closed.Load(), f.reused.Load(); cl != wantClosed || r != wantReused {
 				t.Fatalf("%d connections closed and %d re-used, want %d and %d", cl, r, wantClosed, wantReused)
 			}
-			if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+			if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) || h.Linked() {
 				t.Fatalf("Await after %s: %v, linked %v; want ErrAborted, unlinked", how, err, h.Linked())
 			}
 			f.assertSettled(t)
@@ -171,7 +170,7 @@ func TestAbortAfterTheBodyEndedIsHarmless(t *testing.T) {
 	f := newFakeTrip(1)
 	d, _ := newTestDispatcher(t, f, 1, nil)
 	h := d.Send(newGet(t, "/"), nil)
-	resp, err := h.Await(awaitCtx(t))
+	resp, err := h.Await(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +201,7 @@ func TestNoNotificationStartsAfterAbortOrClose(t *testing.T) {
 	aborted := d.Send(newGet(t, "/aborted"), &late)
 	closed := d.Send(newGet(t, "/closed"), &late)
 	for _, h := range []*Handle{aborted, closed} {
-		if _, err := h.Await(awaitCtx(t)); err != nil { // the outcome is known; its notification is queued
+		if _, err := h.Await(t.Context()); err != nil { // the outcome is known; its notification is queued
 			t.Fatal(err)
 		}
 	}
@@ -210,7 +209,7 @@ func TestNoNotificationStartsAfterAbortOrClose(t *testing.T) {
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := closed.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
+	if _, err := closed.Await(t.Context()); !errors.Is(err, ErrAborted) {
 		t.Fatalf("Await after Close: %v, want ErrAborted", err)
 	}
 	close(release)
@@ -240,7 +239,7 @@ func TestAbortAllLeavesNothingHeldAndWritesNothingMore(t *testing.T) {
 	var hs []*Handle
 	for range 4 {
 		h := d.Send(newGet(t, "/open"), nil)
-		if _, err := h.Await(awaitCtx(t)); err != nil {
+		if _, err := h.Await(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		hs = append(hs, h)
@@ -260,13 +259,13 @@ func TestAbortAllLeavesNothingHeldAndWritesNothingMore(t *testing.T) {
 	}
 	f.assertSettled(t)
 	for _, h := range hs {
-		if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+		if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) || h.Linked() {
 			t.Fatalf("Await after AbortAll: %v, linked %v; want ErrAborted, unlinked", err, h.Linked())
 		}
 	}
 	f.serve = func(context.Context, *http.Request) (*http.Response, error) { return okResponse("ok"), nil }
 	h := d.Send(newGet(t, "/after"), nil)
-	if _, err := h.Await(awaitCtx(t)); err != nil {
+	if _, err := h.Await(t.Context()); err != nil {
 		t.Fatalf("after AbortAll: %v", err)
 	}
 	h.Close()

@@ -29,14 +29,14 @@ func TestEachOf500HandlesGetsExactlyOneFinalNotification(t *testing.T) {
 		return nil, errRefused
 	}
 	d, stop := newTestDispatcher(t, f, 4, nil)
-	fin := newFinals(500)
+	tl := newTally(500)
 	var hs []*Handle
 	for i := range 500 {
-		hs = append(hs, d.Send(newGet(t, fmt.Sprintf("/x?i=%d", i)), fin.handler()))
+		hs = append(hs, d.Send(newGet(t, fmt.Sprintf("/x?i=%d", i)), tl))
 	}
-	fin.wg.Wait()
+	tl.done.Wait()
 	for i, h := range hs {
-		_, err := h.Await(awaitCtx(t))
+		_, err := h.Await(t.Context())
 		if (i%3 == 2) != errors.Is(err, errRefused) {
 			t.Fatalf("request %d: Await %v", i, err)
 		}
@@ -45,11 +45,11 @@ func TestEachOf500HandlesGetsExactlyOneFinalNotification(t *testing.T) {
 		}
 	}
 	stop() // the workers run what is queued, then stop: no late notification can follow
-	if n := fin.all.Load(); n != 500 {
-		t.Fatalf("%d final notifications, want 500", n)
+	if len(tl.finals) != 500 || tl.nonFatal != 0 {
+		t.Fatalf("%d Handles notified, %d non-fatal problems; want 500 and 0", len(tl.finals), tl.nonFatal)
 	}
-	for i := range 500 {
-		if n := fin.byIndex[strconv.Itoa(i)]; n != 1 {
+	for i, h := range hs {
+		if n := tl.finals[h]; n != 1 {
 			t.Fatalf("request %d got %d final notifications, want 1", i, n)
 		}
 	}
@@ -58,7 +58,7 @@ func TestEachOf500HandlesGetsExactlyOneFinalNotification(t *testing.T) {
 
 func TestPanickingHandlerCostsOnlyItsOwnHandle(t *testing.T) {
 	f := newFakeTrip(4)
-	logs := &syncBuffer{}
+	logs := &panicRecords{}
 	d, _ := newTestDispatcher(t, f, 2, logs)
 
 	var notified atomic.Int64
@@ -83,15 +83,15 @@ func TestPanickingHandlerCostsOnlyItsOwnHandle(t *testing.T) {
 		t.Fatalf("%d handlers completed, want 90", n)
 	}
 	// The workers are healthy: a new round is notified in full.
-	fin := newFinals(50)
-	for i := range 50 {
-		d.Send(newGet(t, fmt.Sprintf("/?i=%d", i)), fin.handler())
+	tl := newTally(50)
+	for range 50 {
+		d.Send(newGet(t, "/"), tl)
 	}
-	fin.wg.Wait()
+	tl.done.Wait()
 	untilWorkersRanAll(t, d, 2) // each panic has cost its Handle
 
 	for i, h := range handles {
-		_, err := h.Await(awaitCtx(t))
+		_, err := h.Await(t.Context())
 		if i%10 == 0 {
 			if !errors.Is(err, ErrHandlerPanicked) {
 				t.Fatalf("handle %d: Await %v, want ErrHandlerPanicked", i, err)
@@ -103,7 +103,7 @@ func TestPanickingHandlerCostsOnlyItsOwnHandle(t *testing.T) {
 			t.Fatalf("handle %d linked after its response was handled", i)
 		}
 	}
-	if n := logs.count("notification handler panicked"); n != 10 {
+	if n := logs.n.Load(); n != 10 {
 		t.Fatalf("%d panics logged, want 10", n)
 	}
 	// The panicking Handles' responses were discarded with their
@@ -143,7 +143,7 @@ func TestBlockedHandlerDelaysNeitherAwaitNorOtherNotifications(t *testing.T) {
 			var awaited sync.WaitGroup
 			for _, h := range hs {
 				awaited.Go(func() {
-					if _, err := h.Await(awaitCtx(t)); err != nil {
+					if _, err := h.Await(t.Context()); err != nil {
 						t.Error(err)
 					}
 					if workers == 1 {
@@ -183,7 +183,7 @@ func TestNilRequestIsAFatalProblem(t *testing.T) {
 	if err := <-problems; !errors.Is(err, errNilRequest) {
 		t.Fatalf("problem %v, want the request path's error", err)
 	}
-	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, errNilRequest) || h.Linked() || h.Request() != nil {
+	if _, err := h.Await(t.Context()); !errors.Is(err, errNilRequest) || h.Linked() || h.Request() != nil {
 		t.Fatalf("Await %v, linked %v, request %v", err, h.Linked(), h.Request())
 	}
 }
@@ -192,10 +192,7 @@ func TestNilRequestIsAFatalProblem(t *testing.T) {
 func TestSendNeverBlocksWhenEveryConnectionAndWorkerIsBusy(t *testing.T) {
 	f := newFakeTrip(1)
 	f.queuedCh = make(chan string, 300)
-	f.serve = func(ctx context.Context, _ *http.Request) (*http.Response, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
+	f.serve = hang
 	d, _ := newTestDispatcher(t, f, 1, nil)
 	for range 300 {
 		d.Send(newGet(t, "/"), nil)
@@ -226,7 +223,7 @@ func TestSendOnAClosedDispatcherFailsAtOnceWithErrClosed(t *testing.T) {
 			req := newGet(t, "/")
 			req.Body = body
 			h := d.Send(req, &c)
-			if _, err := h.Await(awaitCtx(t)); !errors.Is(err, errClosed) {
+			if _, err := h.Await(t.Context()); !errors.Is(err, errClosed) {
 				t.Fatalf("Await: %v, want ErrClosed", err)
 			}
 			if h.Linked() || c.n.Load() != 0 || body.n.Load() != 1 {
@@ -249,10 +246,7 @@ func (c *closeCounter) Close() error             { c.n.Add(1); return nil }
 func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	f := newFakeTrip(2)
 	f.queuedCh = make(chan string, 20)
-	f.serve = func(ctx context.Context, _ *http.Request) (*http.Response, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
+	f.serve = hang
 	var wg sync.WaitGroup
 	d := New(Config{RoundTrip: f, Workers: 2, Go: wg.Go, ErrClosed: errClosed})
 	var c counter
@@ -266,12 +260,8 @@ func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	d.Close()
 	wg.Wait() // every request's goroutine is over
 	for _, h := range hs {
-		_, err := h.Await(awaitCtx(t))
-		if !errors.Is(err, ErrAborted) || !errors.Is(err, errClosed) {
-			t.Fatalf("Await after Close: %v, want ErrAborted and ErrClosed", err)
-		}
-		if h.Linked() {
-			t.Fatal("linked after Close")
+		if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) || !errors.Is(err, errClosed) || h.Linked() {
+			t.Fatalf("Await after Close: %v, linked %v; want ErrAborted and ErrClosed, unlinked", err, h.Linked())
 		}
 	}
 	if n := c.n.Load(); n != 0 {

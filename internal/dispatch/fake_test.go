@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -67,6 +65,13 @@ func newFakeTrip(conns int) *fakeTrip {
 		}
 	}
 	return f
+}
+
+// hang is a server that never answers: only the end of the request's context
+// ends the request.
+func hang(ctx context.Context, _ *http.Request) (*http.Response, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
 
 func okResponse(body string) *http.Response {
@@ -215,14 +220,13 @@ func (f *fakeTrip) assertSettled(t *testing.T) {
 
 // newTestDispatcher returns a Dispatcher on f, and stop, which closes it and
 // waits for its goroutines (the test's cleanup calls it too).
-func newTestDispatcher(t testing.TB, f RoundTripper, workers int, log io.Writer) (d *Dispatcher, stop func()) {
+func newTestDispatcher(t testing.TB, f RoundTripper, workers int, log slog.Handler) (d *Dispatcher, stop func()) {
 	t.Helper()
 	if log == nil {
-		log = io.Discard
+		log = slog.DiscardHandler
 	}
 	var wg sync.WaitGroup
-	d = New(Config{RoundTrip: f, Workers: workers, Go: wg.Go, Logger: slog.New(slog.NewTextHandler(log, nil)),
-		ErrClosed: errClosed})
+	d = New(Config{RoundTrip: f, Workers: workers, Go: wg.Go, Logger: slog.New(log), ErrClosed: errClosed})
 	stop = sync.OnceFunc(func() {
 		d.Close()
 		wg.Wait()
@@ -242,53 +246,43 @@ func newGet(t testing.TB, path string) *http.Request {
 	return req
 }
 
-func awaitCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// finals counts the final notifications of a set of Handles, by request
-// index (the "i" query parameter), and every notification at all.
-type finals struct {
+// tally is a Handler that counts each Handle's final notifications, and the
+// non-fatal ones; it reads and closes each response.
+type tally struct {
 	mu       sync.Mutex
-	byIndex  map[string]int
-	all      atomic.Int64
-	nonFatal atomic.Int64
-	wg       sync.WaitGroup
+	finals   map[*Handle]int
+	nonFatal int
+	done     sync.WaitGroup // one Done per final notification
 }
 
-func newFinals(n int) *finals {
-	f := &finals{byIndex: map[string]int{}}
-	f.wg.Add(n)
-	return f
+func newTally(finals int) *tally {
+	t := &tally{finals: map[*Handle]int{}}
+	t.done.Add(finals)
+	return t
 }
 
-func (f *finals) final(h *Handle) {
-	f.all.Add(1)
-	f.mu.Lock()
-	f.byIndex[h.Request().URL.Query().Get("i")]++
-	f.mu.Unlock()
-	f.wg.Done()
+func (t *tally) OnResponse(h *Handle, resp *http.Response) {
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.final(h)
 }
 
-func (f *finals) handler() Handler {
-	return HandlerFuncs{
-		Response: func(h *Handle, resp *http.Response) {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			f.final(h)
-		},
-		Problem: func(h *Handle, err error, fatal bool) bool {
-			if fatal {
-				f.final(h)
-			} else {
-				f.nonFatal.Add(1)
-			}
-			return false
-		},
+func (t *tally) OnProblem(h *Handle, _ error, fatal bool) bool {
+	if !fatal {
+		t.mu.Lock()
+		t.nonFatal++
+		t.mu.Unlock()
+		return false
 	}
+	t.final(h)
+	return false
+}
+
+func (t *tally) final(h *Handle) {
+	t.mu.Lock()
+	t.finals[h]++
+	t.mu.Unlock()
+	t.done.Done()
 }
 
 // counter is a Handler that counts every notification: for Handles that must
@@ -298,20 +292,16 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) OnResponse(*Handle, *http.Response)  { c.n.Add(1) }
 func (c *counter) OnProblem(*Handle, error, bool) bool { c.n.Add(1); return false }
 
-// syncBuffer is a log sink for tests that read what was logged.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// panicRecords is a slog.Handler that counts the records of handler panics.
+type panicRecords struct{ n atomic.Int64 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+func (p *panicRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (p *panicRecords) WithAttrs([]slog.Attr) slog.Handler       { return p }
+func (p *panicRecords) WithGroup(string) slog.Handler            { return p }
 
-func (s *syncBuffer) count(sub string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Count(s.b.String(), sub)
+func (p *panicRecords) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "connactor: notification handler panicked" {
+		p.n.Add(1)
+	}
+	return nil
 }

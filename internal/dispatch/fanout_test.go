@@ -28,7 +28,7 @@ func TestSendAllReturnsEveryResultInRequestOrderWithinTheLimit(t *testing.T) {
 		reqs = append(reqs, newGet(t, fmt.Sprintf("/?i=%d", i)))
 	}
 	var reading, peakReading atomic.Int64
-	got, err := SendAll(awaitCtx(t), d, reqs, 3, func(resp *http.Response) (string, error) {
+	got, err := SendAll(t.Context(), d, reqs, 3, func(resp *http.Response) (string, error) {
 		n := reading.Add(1)
 		defer reading.Add(-1)
 		for p := peakReading.Load(); n > p && !peakReading.CompareAndSwap(p, n); p = peakReading.Load() {
@@ -75,7 +75,7 @@ func TestSendAllAbortsTheRestOnTheFirstError(t *testing.T) {
 		reqs = append(reqs, newGet(t, path))
 	}
 	errFailed := errors.New("status 500")
-	_, err := SendAll(awaitCtx(t), d, reqs, 5, func(resp *http.Response) (string, error) {
+	_, err := SendAll(t.Context(), d, reqs, 5, func(resp *http.Response) (string, error) {
 		if resp.StatusCode != 200 {
 			return "", errFailed
 		}
@@ -97,10 +97,7 @@ func TestSendAllAbortsTheRestOnTheFirstError(t *testing.T) {
 func TestSendAllStopsWhenItsContextEnds(t *testing.T) {
 	f := newFakeTrip(0)
 	f.wireCh = make(chan string, 3)
-	f.serve = func(ctx context.Context, _ *http.Request) (*http.Response, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
+	f.serve = hang
 	d, _ := newTestDispatcher(t, f, 1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	body := &closeCounter{}
@@ -126,7 +123,7 @@ func TestSendAllStopsWhenItsContextEnds(t *testing.T) {
 
 func TestSendAllOfNothingReturnsAnEmptySlice(t *testing.T) {
 	d, _ := newTestDispatcher(t, newFakeTrip(0), 1, nil)
-	got, err := SendAll(awaitCtx(t), d, nil, 0, func(*http.Response) (int, error) { return 0, nil })
+	got, err := SendAll(t.Context(), d, nil, 0, func(*http.Response) (int, error) { return 0, nil })
 	if err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("SendAll(nil): %v, %v; want an empty slice", got, err)
 	}
@@ -147,6 +144,6 @@ func TestSendAllReRaisesAPanicInRead(t *testing.T) {
 		}
 		f.assertSettled(t)
 	}()
-	SendAll(awaitCtx(t), d, reqs, 1, func(*http.Response) (int, error) { panic("reader bug") })
+	SendAll(t.Context(), d, reqs, 1, func(*http.Response) (int, error) { panic("reader bug") })
 	t.Fatal("SendAll returned")
 }

@@ -6,51 +6,45 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-// problemLog records a Handle's notifications in order, and decides
-// non-fatal problems as told.
-type problemLog struct {
-	mu       sync.Mutex
-	events   []string
-	errs     []error
-	final    chan struct{}
-	escalate bool
-	panics   bool
+// decider is a Handler that tells each notification on events, in order,
+// and decides non-fatal problems with decide (nil: carry on).
+type decider struct {
+	events chan event
+	decide func() bool
 }
 
-func newProblemLog(escalate, panics bool) *problemLog {
-	return &problemLog{final: make(chan struct{}), escalate: escalate, panics: panics}
+type event struct {
+	what string // "problem", "fatal" or "response"
+	err  error
 }
 
-func (p *problemLog) add(e string, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.events = append(p.events, e)
-	p.errs = append(p.errs, err)
+func newDecider(decide func() bool) *decider {
+	return &decider{events: make(chan event, 4), decide: decide}
 }
 
-func (p *problemLog) OnResponse(_ *Handle, resp *http.Response) {
+func (d *decider) OnResponse(_ *Handle, resp *http.Response) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	p.add("response", nil)
-	close(p.final)
+	d.events <- event{what: "response"}
 }
 
-func (p *problemLog) OnProblem(_ *Handle, err error, fatal bool) bool {
+func (d *decider) OnProblem(_ *Handle, err error, fatal bool) bool {
 	if fatal {
-		p.add("fatal", err)
-		close(p.final)
+		d.events <- event{"fatal", err}
 		return false
 	}
-	p.add("problem", err)
-	if p.panics {
-		panic("handler bug in OnProblem")
-	}
-	return p.escalate
+	d.events <- event{"problem", err}
+	return d.decide != nil && d.decide()
+}
+
+// take waits for the next two notifications: the non-fatal problem and the
+// final one.
+func (d *decider) take() (first, final event) {
+	return <-d.events, <-d.events
 }
 
 // staleOnce is a server whose first request fails as on a stale re-used
@@ -69,14 +63,14 @@ func TestAReplayIsANonFatalProblemBeforeTheResponse(t *testing.T) {
 	f := newFakeTrip(1)
 	staleOnce(f)
 	d, _ := newTestDispatcher(t, f, 1, nil)
-	p := newProblemLog(false, false)
-	h := d.Send(newGet(t, "/"), p)
-	<-p.final
-	if _, err := h.Await(awaitCtx(t)); err != nil {
+	dc := newDecider(nil)
+	h := d.Send(newGet(t, "/"), dc)
+	first, final := dc.take()
+	if _, err := h.Await(t.Context()); err != nil {
 		t.Fatalf("Await: %v", err)
 	}
-	if fmt.Sprint(p.events) != "[problem response]" || !errors.Is(p.errs[0], errStale) {
-		t.Fatalf("notifications %v (%v), want [problem response] with the stale connection's error", p.events, p.errs)
+	if first.what != "problem" || !errors.Is(first.err, errStale) || final.what != "response" {
+		t.Fatalf("notifications %v then %v, want the stale connection's problem, then the response", first, final)
 	}
 	if w := f.written.Load(); w != 2 {
 		t.Fatalf("%d requests written, want 2: the replay went out", w)
@@ -86,24 +80,24 @@ func TestAReplayIsANonFatalProblemBeforeTheResponse(t *testing.T) {
 func TestHandlerMayEscalateANonFatalProblem(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		panics  bool
+		decide  func() bool
 		wantErr error
 	}{
-		{"by returning true", false, errStale},
-		{"by panicking", true, ErrHandlerPanicked},
+		{"by returning true", func() bool { return true }, errStale},
+		{"by panicking", func() bool { panic("handler bug in OnProblem") }, ErrHandlerPanicked},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeTrip(1)
 			staleOnce(f)
 			d, _ := newTestDispatcher(t, f, 1, nil)
-			p := newProblemLog(true, tc.panics)
-			h := d.Send(newGet(t, "/"), p)
-			<-p.final
-			if _, err := h.Await(awaitCtx(t)); !errors.Is(err, tc.wantErr) {
+			dc := newDecider(tc.decide)
+			h := d.Send(newGet(t, "/"), dc)
+			first, final := dc.take()
+			if _, err := h.Await(t.Context()); !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Await: %v, want %v", err, tc.wantErr)
 			}
-			if fmt.Sprint(p.events) != "[problem fatal]" || !errors.Is(p.errs[1], tc.wantErr) {
-				t.Fatalf("notifications %v (%v), want [problem fatal] with %v", p.events, p.errs, tc.wantErr)
+			if first.what != "problem" || final.what != "fatal" || !errors.Is(final.err, tc.wantErr) {
+				t.Fatalf("notifications %v then %v, want a problem, then a fatal one with %v", first, final, tc.wantErr)
 			}
 			if w := f.written.Load(); w != 1 {
 				t.Fatalf("%d requests written, want 1: an escalated problem is not replayed", w)
@@ -119,7 +113,7 @@ func TestWithoutAHandlerNonFatalProblemsCarryOn(t *testing.T) {
 	staleOnce(f)
 	d, _ := newTestDispatcher(t, f, 1, nil)
 	h := d.Send(newGet(t, "/"), nil)
-	if _, err := h.Await(awaitCtx(t)); err != nil {
+	if _, err := h.Await(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	h.Close()
@@ -142,17 +136,17 @@ func TestAnEarlyResponseIsANonFatalProblemBeforeTheResponse(t *testing.T) {
 				return resp, nil
 			}
 			d, _ := newTestDispatcher(t, f, 1, nil)
-			p := newProblemLog(escalate, false)
-			h := d.Send(newGet(t, "/"), p)
-			<-p.final
-			want := "[problem response]"
+			dc := newDecider(func() bool { return escalate })
+			h := d.Send(newGet(t, "/"), dc)
+			first, final := dc.take()
+			want := "response"
 			if escalate {
-				want = "[problem fatal]"
+				want = "fatal"
 			}
-			if fmt.Sprint(p.events) != want || !errors.Is(p.errs[0], errEarly) {
-				t.Fatalf("notifications %v (%v), want %s, first with the early response's error", p.events, p.errs, want)
+			if first.what != "problem" || !errors.Is(first.err, errEarly) || final.what != want {
+				t.Fatalf("notifications %v then %v, want the early response's problem, then %s", first, final, want)
 			}
-			if _, err := h.Await(awaitCtx(t)); escalate != errors.Is(err, errEarly) {
+			if _, err := h.Await(t.Context()); escalate != errors.Is(err, errEarly) {
 				t.Fatalf("Await: %v", err)
 			}
 			if cl, r := f.closed.Load(), f.reused.Load(); cl != 1 || r != 0 {
@@ -183,7 +177,7 @@ func TestAbortDuringANonFatalProblemEndsTheRequest(t *testing.T) {
 	<-deciding
 	h.Abort() // returns before the handler decides
 	close(decide)
-	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+	if _, err := h.Await(t.Context()); !errors.Is(err, ErrAborted) || h.Linked() {
 		t.Fatalf("Await: %v, linked %v; want ErrAborted, unlinked", err, h.Linked())
 	}
 	if w := f.written.Load(); w != 1 {
