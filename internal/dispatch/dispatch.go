@@ -21,6 +21,24 @@
 // outcome is recorded in the Handle (Await wakes) and its notification is
 // queued for the workers. The Handle stays linked, and registered, until its
 // response body ends or is closed.
+//
+// Abort, stage by stage (Handle.stop marks the Handle stopped, then cancels
+// its context, then closes a response it holds):
+//   - before the lease, the context's end takes the request out of its queue
+//     (admission, the route's FIFO): nothing is written;
+//   - as the lease is granted (stopped, not yet cancelled: AbortAll stops every
+//     Handle before it cancels any), the Leased hook refuses the connection,
+//     which goes back unused: nothing is written;
+//   - while leased (written, or its head awaited), the context's end
+//     interrupts the I/O: the connection is closed, never re-used;
+//   - after the response, the body is closed after the context ended: it is
+//     not drained, and the connection is closed, never re-used.
+//
+// (On HTTP/2 the last two reset the request's stream and keep the connection.)
+//
+// The Leased hook needs no abort of its own to hand over: the request's
+// context already reaches every stage of the request path (the queues, the
+// connection's I/O, the body), and one way to abort is easier to trust.
 package dispatch
 
 import (
