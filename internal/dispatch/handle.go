@@ -80,10 +80,9 @@ func (f HandlerFuncs) OnProblem(h *Handle, err error, fatal bool) bool {
 type Handle struct {
 	d       *Dispatcher
 	orig    *http.Request // as passed to Send (returned by Request, set as resp.Request)
-	req     *http.Request // orig with the Handle's context: what RoundTrip sends
+	req     *http.Request // orig with the Handle's context: what RoundTripWithHooks sends
 	handler Handler
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	cancel  context.CancelCauseFunc // ends the context of req: how the Handle aborts its request
 
 	linked   atomic.Bool   // what Linked reports
 	released atomic.Bool   // the Handle left the registry and its context was released
@@ -119,9 +118,10 @@ func newHandle(d *Dispatcher, req *http.Request, h Handler) *Handle {
 	if req != nil {
 		parent = req.Context()
 	}
-	hd.ctx, hd.cancel = context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(parent)
+	hd.cancel = cancel
 	if req != nil {
-		hd.req = req.WithContext(hd.ctx)
+		hd.req = req.WithContext(ctx)
 	}
 	hd.linked.Store(true)
 	return hd
