@@ -106,7 +106,7 @@ func (b *bridge) onRequest(ctx actor.Context, m *Request) {
 	}
 	cl.inFlight++
 	c, self, sys := b.c, b.self, ctx.ActorSystem()
-	started := c.disp.goIfOpen(func() { // owned by the client's WaitGroup; bounded by the request's context and Close
+	started := c.disp.GoIfOpen(func() { // owned by the client's WaitGroup; bounded by the request's context and Close
 		r := &Response{Req: m.HTTP, Tag: m.Tag}
 		r.HTTP, r.Err = c.RoundTrip(m.HTTP)
 		sys.Root.Send(self, &responded{to: cl, resp: r})
@@ -159,7 +159,7 @@ func (b *bridge) onTerminated(m *actor.Terminated) {
 // wait for. When the client is closing, its connections are being closed
 // anyway, and Close returns at once.
 func (b *bridge) discard(body io.Closer) {
-	if !b.c.disp.goIfOpen(func() { body.Close() }) { // owned by the client's WaitGroup; bounded by the drain limits
+	if !b.c.disp.GoIfOpen(func() { body.Close() }) { // owned by the client's WaitGroup; bounded by the drain limits
 		body.Close()
 	}
 }

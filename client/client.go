@@ -21,6 +21,7 @@ import (
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/internal/dispatch"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -44,8 +45,8 @@ type Client struct {
 
 	routes sync.Map // route.Key -> *actors.RouteHandle: the supervisor's answers, until their Done closes
 
-	wg         conc.WaitGroup // dials, idle watchers, the expiry ticker, actor callers' requests, Send's requests and handler workers
-	disp       dispatcher     // Send's Handles and handler workers (dispatch.go)
+	wg         conc.WaitGroup       // dials, idle watchers, the expiry ticker, actor callers' requests, Send's requests and handler workers
+	disp       *dispatch.Dispatcher // Send's Handles and handler workers (dispatch.go)
 	life       context.Context
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
@@ -68,7 +69,8 @@ func New(cfg Config) (*Client, error) {
 	c.life, c.cancelLife = context.WithCancel(context.Background())
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
-	c.disp.init(c)
+	c.disp = dispatch.New(dispatch.Config{RoundTrip: (*hooked)(c), Workers: cfg.HandlerWorkers, Go: c.wg.Go,
+		Logger: cfg.Logger, Closing: c.closing.Load, ErrClosed: ErrClosed})
 
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
@@ -195,7 +197,7 @@ func (c *Client) closeWith(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		err = nil
 		c.closing.Store(true)
-		c.disp.close() // abort Send's Handles before their requests fail with ErrClosed
+		c.disp.Close() // abort Send's Handles before their requests fail with ErrClosed
 		close(c.closed)
 		c.tel.Close()
 		c.cancelLife()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -69,6 +70,49 @@ func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
 	}
 }
 
+// Abort while the request is on the wire, its response head awaited: the
+// connection is closed (the server sees it go) and never re-used.
+func TestAbortWhileTheHeadIsAwaitedClosesTheConnection(t *testing.T) {
+	arrived, clientGone := make(chan struct{}), make(chan struct{})
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			close(arrived)
+			<-r.Context().Done() // the server saw the client close the connection
+			close(clientGone)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	var notified atomic.Int64
+	h := c.Send(newGet(t, srv.URL+"/hang"), HandlerFuncs{
+		Response: func(*Handle, *http.Response) { notified.Add(1) },
+		Problem:  func(*Handle, error, bool) bool { notified.Add(1); return false },
+	})
+	<-arrived
+	h.Abort()
+	if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+		t.Fatalf("Await after Abort: %v, linked %v; want ErrAborted, unlinked", err, h.Linked())
+	}
+	<-clientGone
+	resp, err := c.RoundTrip(newGet(t, srv.URL+"/ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if n := srv.newConns.Load(); n != 2 {
+		t.Fatalf("server accepted %d connections, want 2: the aborted one must not be re-used", n)
+	}
+	if r := c.Stats().Routes[0]; r.ClosedBy["not_reusable"] != 1 || r.Reuses != 0 {
+		t.Fatalf("route after abort: closed by %v, reuses %d; want 1 not_reusable, 0 reuses", r.ClosedBy, r.Reuses)
+	}
+	c.Close() // waits for the handler workers
+	if n := notified.Load(); n != 0 {
+		t.Fatalf("%d notifications after Abort, want 0", n)
+	}
+}
+
 func TestAbortAfterHeadersClosesTheConnectionInsteadOfReusingIt(t *testing.T) {
 	release := make(chan struct{})
 	clientGone := make(chan struct{})
@@ -129,44 +173,6 @@ func TestAbortAfterHeadersClosesTheConnectionInsteadOfReusingIt(t *testing.T) {
 	}
 	if notified.Load() > 1 {
 		t.Fatal("more than one notification")
-	}
-}
-
-func TestNoNotificationStartsAfterAbortOrClose(t *testing.T) {
-	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newTestClient(t, Config{HandlerWorkers: 1})
-	blocking, release := make(chan struct{}), make(chan struct{})
-	blocker := c.Send(newGet(t, srv.URL+"/blocker"), HandlerFuncs{Response: func(_ *Handle, resp *http.Response) {
-		resp.Body.Close()
-		close(blocking)
-		<-release // holds the only handler worker
-	}})
-	<-blocking
-
-	var late atomic.Int64
-	lateHandler := HandlerFuncs{
-		Response: func(*Handle, *http.Response) { late.Add(1) },
-		Problem:  func(*Handle, error, bool) bool { late.Add(1); return false },
-	}
-	aborted := c.Send(newGet(t, srv.URL+"/aborted"), lateHandler)
-	closed := c.Send(newGet(t, srv.URL+"/closed"), lateHandler)
-	for _, h := range []*Handle{aborted, closed} {
-		if _, err := h.Await(awaitCtx(t)); err != nil { // the outcome is known; its notification is queued
-			t.Fatal(err)
-		}
-	}
-	aborted.Abort()
-	if err := closed.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := closed.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) {
-		t.Fatalf("Await after Close: %v, want ErrAborted", err)
-	}
-	close(release)
-	blocker.Close()
-	c.Close() // runs what is queued, then stops the workers
-	if n := late.Load(); n != 0 {
-		t.Fatalf("%d notifications after Abort/Close, want 0", n)
 	}
 }
 
@@ -264,5 +270,65 @@ func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	}
 	if n := notified.Load(); n != 0 {
 		t.Fatalf("%d notifications after Close, want 0", n)
+	}
+}
+
+// leaseHooks are a Handle's hooks as the request path sees them, for a
+// request whose Handle was aborted just as it was granted a connection: its
+// Leased hook refuses the connection.
+type leaseHooks struct {
+	refuse error
+	leased atomic.Int64
+}
+
+func (h *leaseHooks) Leased() error            { h.leased.Add(1); return h.refuse }
+func (h *leaseHooks) Replaying(error) bool     { return true }
+func (h *leaseHooks) EarlyResponse(error) bool { return true }
+
+// A request aborted between the grant of its connection and its first byte
+// (AbortAll stops every Handle before it cancels any) writes nothing and
+// gives the connection back as it came: idle, not closed, and served to the
+// next request. The server never sees the aborted request.
+func TestARequestAbortedAsItIsLeasedGivesTheConnectionBackUnused(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		t.Run(proto, func(t *testing.T) {
+			var seen sync.Map
+			var conns *atomic.Int64
+			handler := func(w http.ResponseWriter, r *http.Request) {
+				seen.Store(r.URL.Path, true)
+				io.WriteString(w, "ok")
+			}
+			var c *Client
+			var url string
+			if proto == "HTTP/2" {
+				srv := newH2Server(t, 0, handler)
+				c, url, conns = srv.client(t, Config{}), srv.URL, &srv.conns
+			} else {
+				srv := newDispatchServer(t, handler)
+				c, url, conns = newTestClient(t, Config{MaxConnsPerRoute: 1}), srv.URL, &srv.newConns
+			}
+			hooks := &leaseHooks{refuse: ErrAborted}
+			if _, err := c.roundTrip(newGet(t, url+"/aborted"), hooks); !errors.Is(err, ErrAborted) || hooks.leased.Load() != 1 {
+				t.Fatalf("roundTrip: %v after %d leases; want ErrAborted after 1", err, hooks.leased.Load())
+			}
+			if st := c.Stats(); st.Leased != 0 || st.Streams != 0 || st.InFlight != 0 || st.Idle != 1 {
+				t.Fatalf("after the refused lease: leased %d streams %d in flight %d idle %d; want 0 0 0 1",
+					st.Leased, st.Streams, st.InFlight, st.Idle)
+			}
+			resp, err := c.RoundTrip(newGet(t, url+"/next"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if _, ok := seen.Load("/aborted"); ok {
+				t.Fatal("the server saw the request aborted as it was leased")
+			}
+			st := waitSettled(t, c)
+			if r := st.Routes[0]; conns.Load() != 1 || r.Opened != 1 || r.Closed != 0 || r.Leases != 2 {
+				t.Fatalf("the server saw %d connections; route opened %d, closed by %v, leases %d; want 1, 1, none, 2",
+					conns.Load(), r.Opened, r.ClosedBy, r.Leases)
+			}
+		})
 	}
 }

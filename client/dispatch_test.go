@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -53,116 +50,6 @@ func TestSendNotifiesEachOf500RequestsAcross5RoutesExactlyOnce(t *testing.T) {
 		if n := f.byIndex[strconv.Itoa(i)]; n != 1 {
 			t.Fatalf("request %d got %d final notifications, want 1", i, n)
 		}
-	}
-}
-
-func TestPanickingHandlerCostsOnlyItsOwnHandle(t *testing.T) {
-	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	logs := &syncBuffer{}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 4, HandlerWorkers: 2, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-
-	var notified atomic.Int64
-	var wg sync.WaitGroup
-	handler := HandlerFuncs{Response: func(h *Handle, resp *http.Response) {
-		defer wg.Done()
-		i, _ := strconv.Atoi(h.Request().URL.Query().Get("i"))
-		if i%10 == 0 {
-			panic(fmt.Sprintf("handler bug on response %d", i))
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		notified.Add(1)
-	}}
-	var handles []*Handle
-	wg.Add(100)
-	for i := 0; i < 100; i++ {
-		handles = append(handles, c.Send(newGet(t, fmt.Sprintf("%s/?i=%d", srv.URL, i)), handler))
-	}
-	wg.Wait()
-	if n := notified.Load(); n != 90 {
-		t.Fatalf("%d handlers completed, want 90", n)
-	}
-	for i, h := range handles {
-		waitUntil(t, "the panicking handle is unlinked", func() bool { return !h.Linked() })
-		_, err := h.Await(awaitCtx(t))
-		if i%10 == 0 {
-			if !errors.Is(err, ErrHandlerPanicked) {
-				t.Fatalf("handle %d: Await %v, want ErrHandlerPanicked", i, err)
-			}
-		} else if err != nil {
-			t.Fatalf("handle %d: %v", i, err)
-		}
-	}
-	if n := logs.count("notification handler panicked"); n != 10 {
-		t.Fatalf("%d panics logged, want 10", n)
-	}
-	st := c.Stats()
-	if st.Leased != 0 || st.Pending != 0 {
-		t.Fatalf("after the panics: leased %d pending %d, want 0 0", st.Leased, st.Pending)
-	}
-	// The workers are healthy: a new round is notified in full.
-	f := newFinals(50)
-	for i := 0; i < 50; i++ {
-		c.Send(newGet(t, fmt.Sprintf("%s/?i=%d", srv.URL, i)), f.handler())
-	}
-	f.wg.Wait()
-}
-
-func TestBlockedHandlerDelaysNeitherAwaitNorOtherNotifications(t *testing.T) {
-	for _, workers := range []int{1, 2} {
-		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
-			srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-			c := newTestClient(t, Config{HandlerWorkers: workers})
-			sleeping, wake := make(chan struct{}), make(chan struct{})
-			var wakeOnce sync.Once
-			t.Cleanup(func() { wakeOnce.Do(func() { close(wake) }) }) // before Close, which waits for handlers
-			var sleeperReturned atomic.Bool
-			sleeper := c.Send(newGet(t, srv.URL+"/sleeper"), HandlerFuncs{Response: func(_ *Handle, resp *http.Response) {
-				resp.Body.Close()
-				close(sleeping)
-				<-wake // sleeps as long as the test needs: longer than any fixed second
-				sleeperReturned.Store(true)
-			}})
-			<-sleeping
-
-			var notified sync.WaitGroup
-			var hs []*Handle
-			for i := 0; i < 50; i++ {
-				notified.Add(1)
-				hs = append(hs, c.Send(newGet(t, srv.URL+"/other"), HandlerFuncs{Response: func(_ *Handle, resp *http.Response) {
-					resp.Body.Close()
-					notified.Done()
-				}}))
-			}
-			var awaited sync.WaitGroup
-			for _, h := range hs {
-				awaited.Add(1)
-				go func() { // owned by awaited
-					defer awaited.Done()
-					if _, err := h.Await(awaitCtx(t)); err != nil {
-						t.Error(err)
-					}
-					if workers == 1 {
-						// The only worker sleeps: the application processes
-						// responses as they arrive, as it must, or the 8
-						// connections run dry.
-						h.Close()
-					}
-				}()
-			}
-			awaited.Wait()
-			if sleeperReturned.Load() {
-				t.Fatal("the sleeping handler returned before the other Awaits")
-			}
-			if workers > 1 {
-				notified.Wait() // the other worker delivers every other notification
-				if sleeperReturned.Load() {
-					t.Fatal("the sleeping handler returned before the other notifications")
-				}
-			}
-			wakeOnce.Do(func() { close(wake) })
-			sleeper.Close()
-		})
 	}
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 
+	"github.com/connactor/connactor/internal/dispatch"
 	"github.com/connactor/connactor/internal/errs"
 
 	"github.com/connactor/connactor/conn"
@@ -115,12 +116,12 @@ func (e *notSentError) Timeout() bool {
 // ErrAborted is returned (possibly wrapped) by Handle.Await once the Handle was
 // aborted (Handle.Abort, Client.AbortAll, Client.Close) or closed (Handle.Close).
 // When Client.Close aborted it, errors.Is(err, ErrClosed) holds too.
-var ErrAborted = errors.New("connactor: handle aborted")
+var ErrAborted = dispatch.ErrAborted
 
 // ErrHandlerPanicked is returned (wrapped with the panic's value) by
 // Handle.Await when the Handle's notification handler panicked: the panic is
 // contained, logged, and becomes a fatal problem for that Handle only.
-var ErrHandlerPanicked = errors.New("connactor: notification handler panicked")
+var ErrHandlerPanicked = dispatch.ErrHandlerPanicked
 
 // ErrQueueFull is returned when MaxPendingPerRoute callers already wait on the
 // request's route: the request fails at once, without waiting. It is also

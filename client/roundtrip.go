@@ -9,6 +9,7 @@ import (
 
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/internal/dispatch"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -32,21 +33,10 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.roundTrip(req, nil)
 }
 
-// problems are the hooks of a request sent with Send, through which its
-// Handle's handler hears of non-fatal problems and may make them fatal; nil
-// for RoundTrip. Each returns true to carry on.
-type problems interface {
-	// replaying is asked before a request that failed on a re-used
-	// connection is replayed on a new one.
-	replaying(err error) bool
-	// earlyResponse is told that the response arrived before the request
-	// body was sent in full (conn.ErrEarlyResponse); false discards it.
-	earlyResponse(err error) bool
-}
-
-// roundTrip is RoundTrip with the hooks of Send's Handles (nil for
-// RoundTrip), whose handlers hear of non-fatal problems.
-func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, error) {
+// roundTrip is RoundTrip with the hooks of a Handle from Send (nil for
+// RoundTrip): it tells them when the request holds a connection, and asks
+// them about non-fatal problems (see dispatch.Hooks).
+func (c *Client) roundTrip(req *http.Request, hooks dispatch.Hooks) (*http.Response, error) {
 	key, err := c.check(req)
 	if err != nil {
 		closeBody(req)
@@ -69,7 +59,7 @@ func (c *Client) roundTrip(req *http.Request, hooks problems) (*http.Response, e
 		return nil, err
 	}
 	resp, early, err := c.send(&lim, out, gz, key, tel, hooks)
-	if err == nil && early != nil && hooks != nil && !hooks.earlyResponse(early) {
+	if err == nil && early != nil && hooks != nil && !hooks.EarlyResponse(early) {
 		resp.Body.Close() // made fatal: the response is discarded, its connection closed
 		c.failed(tel, early)
 		return nil, early
@@ -127,7 +117,7 @@ func (c *Client) admit(l *waitLimit) error {
 // send leases a connection and exchanges req on it (with "Accept-Encoding:
 // gzip" when gz is set), replaying it once on a fresh connection when it
 // failed on a re-used one and replaying is safe.
-func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, tel *telemetry.Request, hooks problems) (resp *http.Response, early, err error) {
+func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, tel *telemetry.Request, hooks dispatch.Hooks) (resp *http.Response, early, err error) {
 	trace := httptrace.ContextClientTrace(l.ctx)
 	fresh, avoid := false, uint64(0)
 	for attempt := 0; ; attempt++ {
@@ -135,6 +125,16 @@ func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, t
 		if err := x.lease(l, key, fresh, avoid); err != nil {
 			closeBody(req)
 			return nil, nil, err
+		}
+		if hooks != nil {
+			if err := hooks.Leased(); err != nil {
+				// Aborted meanwhile: nothing is written, and the connection
+				// goes back to its route as it came (Ticket.Returned).
+				x.ticket.Cancel()
+				c.sys.Root.Send(x.route.PID, &actors.LeaseCancelled{Ticket: &x.ticket})
+				closeBody(req)
+				return nil, nil, err
+			}
 		}
 		resp, err := x.exchange(req)
 		if err == nil {
@@ -149,7 +149,7 @@ func (c *Client) send(l *waitLimit, req *http.Request, gz bool, key route.Key, t
 			}
 			if !c.budget.allow() {
 				tel.RetryRefused(err)
-			} else if hooks == nil || hooks.replaying(err) {
+			} else if hooks == nil || hooks.Replaying(err) {
 				tel.Retry(err)
 				req = next
 				fresh, avoid = true, x.got.ConnID // HTTP/1.1 here: HTTP/2 replays took the branch above

@@ -1,4 +1,4 @@
-package client
+package dispatch
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 )
 
 // workers is the bounded pool that runs Send's notification handlers: at most
-// max goroutines, started on demand with the client's conc.WaitGroup (which
-// waits for them on Close), fed from an unbounded FIFO.
+// max goroutines, started on demand with Config.Go (whose owner waits for them
+// after Close), fed from an unbounded FIFO.
 //
 // Why not conc's pool.Pool: its Go blocks while every worker is busy, and a
 // blocked submitter can watch neither Abort nor Close. Here submit never
@@ -20,7 +20,7 @@ import (
 // Handle, never a worker.
 type workers struct {
 	max   int
-	spawn func(func()) // starts a goroutine owned by the client
+	spawn func(func()) // starts a goroutine its owner waits for (Config.Go)
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -39,7 +39,7 @@ func (w *workers) init(max int, spawn func(func()), log *slog.Logger) {
 
 // submit queues f for a worker and reports false (f dropped) once the pool is
 // closed. It never blocks on workers. It must be called from a goroutine owned
-// by the client (so that starting a worker cannot race with Close's Wait).
+// by Config.Go's owner (so that starting a worker cannot race with its Wait).
 func (w *workers) submit(f func()) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -49,7 +49,7 @@ func (w *workers) submit(f func()) bool {
 	w.queue = append(w.queue, f)
 	if len(w.queue)-w.head > w.idle && w.running < w.max {
 		w.running++
-		w.spawn(w.work) // owned by the client's WaitGroup; ends when the pool is closed and drained
+		w.spawn(w.work) // owned by spawn's owner (Config.Go); ends when the pool is closed and drained
 	}
 	w.cond.Signal()
 	return true

@@ -1,31 +1,88 @@
-package client
+package dispatch
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 )
 
-// Handle is one request handed over with Client.Send.
+// Handler is notified of a Handle's outcome.
+// Notifications run on the Dispatcher's workers (the client's HandlerWorkers),
+// never on the goroutine that called Send and never on an actor's: a slow
+// handler delays only notifications, never the pool's actors or other routes'
+// I/O. Handlers must be safe for concurrent use and should return quickly.
+//
+// Each Handle gets exactly one final notification, OnResponse or OnProblem with
+// fatal=true, unless it is aborted or closed first: no notification starts
+// after Abort or Close. Non-fatal problems come before the final notification,
+// never after it. A handler may call Abort, Close, Await (it does not wait for
+// notifications) and Send; it must not call the client's Close or Shutdown,
+// which wait for the handler workers.
+//
+// A panic in a handler is contained (conc's panics package) and logged with its
+// stack; it becomes a fatal problem for that Handle only (Await returns an error
+// wrapping ErrHandlerPanicked). A panic in OnResponse discards the response and
+// closes its connection; no further notification follows it.
+type Handler interface {
+	// OnResponse delivers the response as soon as its head is read. The body
+	// streams from the connection, which stays leased until the body is read
+	// to its end or closed (resp.Body.Close or Handle.Close): process responses
+	// as they arrive, or the pool runs dry.
+	OnResponse(h *Handle, resp *http.Response)
+	// OnProblem reports a problem; for a non-fatal one, returning true makes it
+	// fatal. A fatal problem is the final notification: the request is over and
+	// holds no connection. The non-fatal problems are:
+	//   - a request that failed on a re-used connection before any response
+	//     byte and is about to be replayed on a fresh one (errors.Is ErrNotSent
+	//     or ErrOutcomeUnknown); returning true refuses the replay;
+	//   - a response that arrived before the request body was sent in full
+	//     (errors.Is ErrEarlyResponse: the server answered early, e.g. 413 or
+	//     401 to a large upload); its connection is not re-used; returning true
+	//     discards the response.
+	// Either way, when made fatal, OnProblem(h, err, true) follows.
+	OnProblem(h *Handle, err error, fatal bool) (makeFatal bool)
+}
+
+// HandlerFuncs adapts two functions to Handler; a nil field ignores that
+// notification (a nil Problem never escalates). A response nobody handles
+// stays open until it is closed through Await or Handle.Close.
+type HandlerFuncs struct {
+	Response func(*Handle, *http.Response)   // as Handler.OnResponse
+	Problem  func(*Handle, error, bool) bool // as Handler.OnProblem
+}
+
+// OnResponse calls f.Response if it is set.
+func (f HandlerFuncs) OnResponse(h *Handle, resp *http.Response) {
+	if f.Response != nil {
+		f.Response(h, resp)
+	}
+}
+
+// OnProblem calls f.Problem if it is set, and otherwise does not escalate.
+func (f HandlerFuncs) OnProblem(h *Handle, err error, fatal bool) bool {
+	if f.Problem != nil {
+		return f.Problem(h, err, fatal)
+	}
+	return false
+}
+
+// Handle is one request handed over with Dispatcher.Send (the client's Send).
 // Its methods are safe for concurrent use.
 //
 // A Handle is linked (Linked) from Send until the client holds nothing more
 // for it: its request failed, its response body was read to the end or closed,
 // or it was closed or aborted. A linked Handle with a response holds that
 // response's connection: applications must process responses as they arrive
-// (read the body to its end, or Close), or the pool runs dry. Stats shows such
-// a Handle as the age of the oldest unreleased lease (Stats.OldestLease).
+// (read the body to its end, or Close), or the pool runs dry. The client's Stats
+// shows such a Handle as the age of the oldest unreleased lease (OldestLease).
 type Handle struct {
-	c       *Client
+	d       *Dispatcher
 	orig    *http.Request // as passed to Send (returned by Request, set as resp.Request)
-	req     *http.Request // orig with the Handle's context: what RoundTrip sends
+	req     *http.Request // orig with the Handle's context: what RoundTripWithHooks sends
 	handler Handler
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	cancel  context.CancelCauseFunc // ends the context of req: how the Handle aborts its request
 
 	linked   atomic.Bool   // what Linked reports
 	released atomic.Bool   // the Handle left the registry and its context was released
@@ -54,41 +111,17 @@ const (
 	stateFailed
 )
 
-// errHandleClosed is what Await returns after Handle.Close.
-var errHandleClosed error = &abortError{msg: "connactor: handle closed"}
-
-// errClosedAbort is what Await returns for a Handle that Client.Close aborted.
-var errClosedAbort error = &abortError{msg: "connactor: handle aborted: client closed", also: ErrClosed}
-
-// errHandleDone is the cause of a Handle's context once the Handle is over.
-var errHandleDone = errors.New("connactor: handle done")
-
-// abortError is an error that errors.Is ErrAborted (and also, when set).
-type abortError struct {
-	msg  string
-	also error
-}
-
-func (e *abortError) Error() string { return e.msg }
-
-func (e *abortError) Unwrap() []error {
-	if e.also != nil {
-		return []error{ErrAborted, e.also}
-	}
-	return []error{ErrAborted}
-}
-
-func newHandle(c *Client, req *http.Request, h Handler) *Handle {
-	hd := &Handle{c: c, orig: req, handler: h,
+func newHandle(d *Dispatcher, req *http.Request, h Handler) *Handle {
+	hd := &Handle{d: d, orig: req, handler: h,
 		done: make(chan struct{}), stopCh: make(chan struct{}), rtDone: make(chan struct{})}
 	parent := context.Background()
 	if req != nil {
 		parent = req.Context()
 	}
-	hd.ctx, hd.cancel = context.WithCancelCause(parent)
-	hd.ctx = httptrace.WithClientTrace(hd.ctx, &httptrace.ClientTrace{GotConn: hd.gotConn})
+	ctx, cancel := context.WithCancelCause(parent)
+	hd.cancel = cancel
 	if req != nil {
-		hd.req = req.WithContext(hd.ctx)
+		hd.req = req.WithContext(ctx)
 	}
 	hd.linked.Store(true)
 	return hd
@@ -183,8 +216,9 @@ func (h *Handle) stop(cause error) {
 }
 
 // markStopped is stop's first half: from now on no notification starts, Await
-// returns cause, and a request that is granted a connection cancels itself
-// before writing a byte (see gotConn). It reports false if already stopped.
+// returns cause, and a request that is granted a connection gives it back
+// unused, before writing a byte (see leased). It reports false if already
+// stopped.
 func (h *Handle) markStopped(cause error) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -213,18 +247,31 @@ func (h *Handle) endStopped() {
 	h.unlink()
 }
 
-// gotConn runs on the dispatch goroutine when RoundTrip was granted a
-// connection, before anything is written (an httptrace hook): a Handle stopped
-// meanwhile cancels its context, so the exchange gives up unwritten. This is
-// what lets AbortAll stop every Handle before it cancels any: a connection freed
-// by one abort cannot carry a request that is about to be aborted.
-func (h *Handle) gotConn(httptrace.GotConnInfo) {
+// leased is the request's Leased hook: it runs on the dispatch goroutine when
+// an attempt of the request holds a connection, before anything is written.
+// A Handle stopped meanwhile refuses the connection (the request path gives it
+// back unused) and the request ends with the stop's cause. This is what lets
+// AbortAll stop every Handle before it cancels any: a connection freed by one
+// abort cannot carry a request that is about to be aborted.
+func (h *Handle) leased() error {
 	h.mu.Lock()
-	stopped, cause := h.stopped, h.stopErr
-	h.mu.Unlock()
-	if stopped {
-		h.cancel(cause)
+	defer h.mu.Unlock()
+	if h.stopped {
+		return h.stopErr
 	}
+	return nil
+}
+
+// nonFatal notifies a non-fatal problem (the Replaying and EarlyResponse
+// hooks) and reports whether to carry on.
+func (h *Handle) nonFatal(err error) bool {
+	if fatal := h.d.problem(h, err); fatal != nil {
+		if fatal != err {
+			h.fatalErr = fatal // the handler panicked: that is the problem now
+		}
+		return false
+	}
+	return true
 }
 
 // unlink marks the Handle over for the client: it leaves the registry of live
@@ -232,7 +279,7 @@ func (h *Handle) gotConn(httptrace.GotConnInfo) {
 func (h *Handle) unlink() {
 	h.linked.Store(false)
 	if h.released.CompareAndSwap(false, true) {
-		h.c.disp.remove(h)
+		h.d.remove(h)
 		h.cancel(errHandleDone)
 	}
 }
