@@ -2,7 +2,6 @@ package h2server
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -356,22 +355,5 @@ func Serve(c *Conn, h func(c *Conn, r *Request)) {
 			return
 		}
 		h(c, r)
-	}
-}
-
-// Ended reports, without waiting, whether the connection is over.
-func (c *Conn) Ended() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ended
-}
-
-// WaitEnded waits until the connection is over, or ctx ends (false).
-func (c *Conn) WaitEnded(ctx context.Context) bool {
-	select {
-	case <-c.readDone:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
