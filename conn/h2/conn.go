@@ -116,10 +116,12 @@ type Conn struct {
 	probe    sync.WaitGroup // the SETTINGS probe; Close waits for it
 
 	settingsKnown atomic.Bool // mirrors settings, read without the lock on the hot path
+	watch         frameWatch  // the engine's read loop's only (socket.Read): the peer's SETTINGS
 
 	mu       sync.Mutex // guards the fields below, and serializes the events
 	peerMax  int        // the peer's MAX_CONCURRENT_STREAMS, assumedStreams until settings
 	settings bool
+	watched  bool // a SETTINGS frame named the peer's limit (frameWatch): the engine's is not read
 	active   int
 	refused  int    // REFUSED_STREAM resets seen
 	draining Reason // "" while the connection takes new streams
@@ -266,11 +268,36 @@ func (c *Conn) startDraining(reason Reason) bool {
 	return true
 }
 
-// setPeerLimit records the peer's MAX_CONCURRENT_STREAMS once its SETTINGS are
-// known, and reports StreamsChanged when the limit or Settings changed.
-func (c *Conn) setPeerLimit(peerMax int) {
+// engineLimit records the peer's MAX_CONCURRENT_STREAMS as the engine reports
+// it, once the peer's SETTINGS are known, unless the SETTINGS frames the Conn
+// follows named one: those are newer than what the engine reported, or as new
+// (see frameWatch).
+func (c *Conn) engineLimit(peerMax int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.watched {
+		c.setPeerLimitLocked(peerMax)
+	}
+}
+
+// takeLimit records a MAX_CONCURRENT_STREAMS a SETTINGS frame of the peer
+// named (see frameWatch): at once if raise is set, otherwise only when it is
+// no higher than the limit recorded, reporting whether it did.
+func (c *Conn) takeLimit(v uint32, raise bool) bool {
+	peerMax := int(min(v, 1<<31-1))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watched = true
+	if !raise && peerMax > c.peerMax {
+		return false
+	}
+	c.setPeerLimitLocked(peerMax)
+	return true
+}
+
+// setPeerLimitLocked records the peer's limit and reports StreamsChanged when
+// the limit or Settings changed.
+func (c *Conn) setPeerLimitLocked(peerMax int) {
 	if c.closed != "" {
 		return
 	}

@@ -41,10 +41,13 @@
 //
 // A Conn's limit is min(the peer's SETTINGS_MAX_CONCURRENT_STREAMS, the local
 // cap HTTP2Config.MaxConcurrentStreams), with 100 assumed until the peer's
-// SETTINGS arrive (golang/go#39389). Available is the limit minus the streams
-// in flight. The Conn keeps no reservations: its owner (a route actor) counts
-// the streams it leases against Limit, and RoundTrip takes a free stream or
-// fails with ErrNoStream.
+// SETTINGS arrive (golang/go#39389). The peer may change its limit at any
+// time: the Conn follows every SETTINGS frame the engine reads (settings.go),
+// so a lowered limit turns new streams away at once, as not sent, and a
+// raised one is offered once the engine has it. Available is the limit minus
+// the streams in flight. The Conn keeps no reservations: its owner (a route
+// actor) counts the streams it leases against Limit, and RoundTrip takes a
+// free stream or fails with ErrNoStream.
 //
 // # Events
 //

@@ -88,7 +88,7 @@ func (c *Conn) refresh(acked bool) {
 		return
 	}
 	if st.MaxConcurrentStreams > 0 || acked {
-		c.setPeerLimit(int(st.MaxConcurrentStreams))
+		c.engineLimit(int(st.MaxConcurrentStreams))
 	}
 }
 
@@ -191,14 +191,25 @@ func (c *Conn) wrap(nc net.Conn) (net.Conn, error) {
 	return &tlsSocket{socket: socket{Conn: nc, c: c}, tc: tc}, nil
 }
 
+// takeLower is the frameWatch's take: a limit no higher than the Conn's.
+func (c *Conn) takeLower(v uint32) bool { return c.takeLimit(v, false) }
+
 // socket is the engine's view of a plain connection.
 type socket struct {
 	net.Conn
 	c *Conn
 }
 
+// Read reads for the engine's read loop, and follows the peer's SETTINGS on
+// the way (frameWatch).
 func (s *socket) Read(p []byte) (int, error) {
+	if v, ok := s.c.watch.next(); ok {
+		s.c.takeLimit(v, true)
+	}
 	n, err := s.Conn.Read(p)
+	if n > 0 {
+		s.c.watch.feed(p[:n], s.c.takeLower)
+	}
 	if err != nil {
 		s.c.readFailed(err)
 	}

@@ -146,3 +146,21 @@ func (f *fakeConn) goAwayCode(last uint32, code http2.ErrCode) {
 		f.t.Errorf("fake server: GOAWAY: %v", err)
 	}
 }
+
+// setLimit sends SETTINGS_MAX_CONCURRENT_STREAMS n and reads frames until the
+// client acknowledges it: the client's engine has applied it then (RFC 9113
+// section 6.5.3). It reports false when the connection ended first.
+func (f *fakeConn) setLimit(n uint32) bool {
+	if err := f.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: n}); err != nil {
+		return false
+	}
+	for {
+		fr := f.next()
+		if fr == nil {
+			return false
+		}
+		if s, ok := fr.(*http2.SettingsFrame); ok && s.IsAck() {
+			return true
+		}
+	}
+}

@@ -20,19 +20,27 @@ type fixture struct {
 	base    string     // URL the requests go to
 	opts    clientOpts
 	between func(t *testing.T) // runs between the bad and the good request
+	// connOf says which connection the request named id first arrived on
+	// (nil: srv's ConnOf), for a server that is not srv's own loop.
+	connOf func(id string) (int, bool)
 }
 
 // expect is what connactor must do with a case's bad request. Whatever it
 // does, a RoundTrip error must be typed (ErrNotSent or ErrOutcomeUnknown), the
 // good request after it must get its own response, and it must arrive on a new
-// connection unless the bad exchange ended well and keepConn allows re-use.
+// connection unless the bad exchange ended well and keepConn allows re-use, or
+// reuseOK allows it anyway.
 type expect struct {
 	status   int     // a correct response with this status is right (0: a response is wrong)
 	errIs    []error // an error is right if it matches all of these (nil: an error is wrong)
 	errAs    func(error) bool
 	bodyErr  bool // a response whose body fails to read is right
 	keepConn bool // after a correct response, the connection may be re-used
-	noGood   bool // no good request after the bad one (the server cannot answer it)
+	// reuseOK lets the connection carry the next request whatever the bad
+	// one got: an HTTP/2 fault confined to one stream (a reset, a stream's
+	// protocol error) leaves the connection and its other streams sound.
+	reuseOK bool
+	noGood  bool // no good request after the bad one (the server cannot answer it)
 }
 
 // faultCase is one row of the matrix.

@@ -40,6 +40,13 @@ type clientOpts struct {
 	responseHeaderTimeout time.Duration
 	tlsHandshakeTimeout   time.Duration
 	roots                 *x509.CertPool // trusted roots for https cases
+	// h2 has net/http attempt HTTP/2 as connactor does by default (ALPN h2
+	// and http/1.1 on https routes); http2 is both clients' HTTP/2 tuning.
+	h2    bool
+	http2 *http.HTTP2Config
+	// maxHeaderBytes bounds a response head (0: the default of both,
+	// client.DefaultMaxResponseHeaderBytes).
+	maxHeaderBytes int64
 }
 
 // target is one client under test, with its own counting dialer: the dialer's
@@ -62,13 +69,15 @@ func newTarget(t *testing.T, kind string, o clientOpts) *target {
 	switch kind {
 	case kindConnactor:
 		c, err := client.New(client.Config{
-			MaxConnsPerRoute:      4,
-			MaxConnsTotal:         8,
-			DialContext:           tg.dialer.DialContext,
-			TLSConfig:             tlsConf,
-			ResponseHeaderTimeout: o.responseHeaderTimeout,
-			TLSHandshakeTimeout:   o.tlsHandshakeTimeout,
-			Logger:                slog.New(slog.DiscardHandler),
+			MaxConnsPerRoute:       4,
+			MaxConnsTotal:          8,
+			DialContext:            tg.dialer.DialContext,
+			TLSConfig:              tlsConf,
+			ResponseHeaderTimeout:  o.responseHeaderTimeout,
+			TLSHandshakeTimeout:    o.tlsHandshakeTimeout,
+			HTTP2:                  o.http2,
+			MaxResponseHeaderBytes: o.maxHeaderBytes,
+			Logger:                 slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -87,6 +96,17 @@ func newTarget(t *testing.T, kind string, o clientOpts) *target {
 		}
 		if tg.tr.TLSHandshakeTimeout == 0 {
 			tg.tr.TLSHandshakeTimeout = client.DefaultTLSHandshakeTimeout
+		}
+		if o.maxHeaderBytes > 0 {
+			tg.tr.MaxResponseHeaderBytes = o.maxHeaderBytes
+		}
+		if o.h2 {
+			// A custom DialContext turns HTTP/2 off unless forced.
+			tg.tr.ForceAttemptHTTP2 = true
+			tg.tr.Protocols = new(http.Protocols)
+			tg.tr.Protocols.SetHTTP1(true)
+			tg.tr.Protocols.SetHTTP2(true)
+			tg.tr.HTTP2 = o.http2
 		}
 		tg.rt = tg.tr
 		t.Cleanup(tg.tr.CloseIdleConnections)

@@ -1,19 +1,23 @@
 // Package faults_test is the fault matrix: every case runs against
 // connactor (through its public client API only) and against net/http's
-// Transport in the same run. For connactor the test asserts, for every case:
+// Transport in the same run; TestFaultMatrix has the HTTP/1.1 cases (and the
+// toxiproxy ones), TestH2FaultMatrix the HTTP/2 ones, both clients speaking
+// HTTP/2 over TLS to servers scripted frame by frame. For connactor the test
+// asserts, for every case:
 //
 //   - the bad request's error is typed (errors.Is against client/errors.go's
 //     sentinels, context errors), or its response is correct, its body naming
 //     the request it answers (so a desync is caught);
 //   - the bad connection is never re-used: the good request after it arrives on
-//     a new connection (server-side accept counts);
+//     a new connection (server-side accept counts), unless the fault was one
+//     HTTP/2 stream's, which leaves its connection sound;
 //   - Stats end with nothing leased or pending;
 //   - the client's sockets, counted through Config.DialContext, equal its idle
 //     connections.
 //
 // net/http's results are recorded beside connactor's, for information. The
-// table is logged and written as markdown to $ARTIFACTS/faultmatrix.md (or
-// testdata/artifacts/faultmatrix.md when ARTIFACTS is unset).
+// tables are logged and written as markdown to $ARTIFACTS/faultmatrix.md and
+// h2faultmatrix.md (or under testdata/artifacts when ARTIFACTS is unset).
 package faults_test
 
 import (
@@ -70,7 +74,7 @@ func TestFaultMatrix(t *testing.T) {
 	t.Run("toxiproxy", func(t *testing.T) {
 		rows = append(rows, runToxicCases(t)...)
 	})
-	report(t, rows)
+	report(t, rows, "faultmatrix.md")
 	waitBaseline(t, base)
 }
 
@@ -124,8 +128,9 @@ func finish(t *testing.T, tg *target, problems []string, r *row) {
 	}
 }
 
-// report logs the table and writes it as markdown.
-func report(t *testing.T, rows []row) {
+// report logs the table and writes it as markdown to file, under $ARTIFACTS
+// (or testdata/artifacts).
+func report(t *testing.T, rows []row, file string) {
 	var sb strings.Builder
 	sb.WriteString("| # | case | risk | connactor | net/http |\n|---|---|---|---|---|\n")
 	n := 0
@@ -137,7 +142,7 @@ func report(t *testing.T, rows []row) {
 		fmt.Fprintf(&sb, "| %d | %s: %s | %s | %s | %s |\n", n, r.group, r.name, r.risk,
 			r.cells[kindConnactor], r.cells[kindNetHTTP])
 	}
-	t.Logf("fault matrix (✓/✗: connactor met its expectations; net/http's ✗ marks what connactor would fail for):\n%s", sb.String())
+	t.Logf("%s (✓/✗: connactor met its expectations; net/http's ✗ marks what connactor would fail for):\n%s", file, sb.String())
 	dir := os.Getenv("ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join("testdata", "artifacts")
@@ -146,12 +151,12 @@ func report(t *testing.T, rows []row) {
 		t.Logf("artifacts: %v", err)
 		return
 	}
-	path := filepath.Join(dir, "faultmatrix.md")
+	path := filepath.Join(dir, file)
 	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 		t.Logf("artifacts: %v", err)
 		return
 	}
-	t.Logf("fault matrix written to %s", path)
+	t.Logf("written to %s", path)
 }
 
 // waitBaseline waits (settleWait at most) for the process to hold no more
