@@ -35,10 +35,15 @@ demo:
 ## fuzz: a short run of each fuzz target (FUZZTIME each); seed corpora run with every `make test`
 FUZZTIME ?= 10s
 FUZZ_CONN = FuzzParseKeepAlive FuzzReusable FuzzExchange FuzzRequestWriter
+FUZZ_H2 = FuzzFrameWatchAgreesWithTheFramer
 fuzz:
 	@for f in $(FUZZ_CONN); do \
 		echo "fuzz ./conn $$f ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./conn || exit 1; \
+	done
+	@for f in $(FUZZ_H2); do \
+		echo "fuzz ./conn/h2 $$f ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./conn/h2 || exit 1; \
 	done
 
 ## bench: Go micro-benchmarks (connactor vs net/http in the same run), then a
