@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -43,10 +42,22 @@ type Result struct {
 	// CPUusPerReq is getrusage(RUSAGE_SELF) user+system time over the window
 	// divided by Requests: the client's work plus GC and this harness (the
 	// server is another process).
-	CPUusPerReq  float64 `json:"cpu_us_per_req"`
-	AllocsPerReq float64 `json:"allocs_per_req"` // runtime.MemStats.Mallocs delta / Requests
-	BytesPerReq  float64 `json:"alloc_bytes_per_req"`
-	GCs          uint32  `json:"gcs"`
+	CPUusPerReq float64 `json:"cpu_us_per_req"`
+	// CtxSwitchesPerReq is getrusage(RUSAGE_SELF)'s voluntary plus
+	// involuntary context switches over the window divided by Requests: how
+	// often the process's threads blocked and woke (a goroutine hand-off that
+	// has to wake a sleeping thread costs one or two). nil in runs saved
+	// before it was measured.
+	CtxSwitchesPerReq *float64 `json:"ctx_switches_per_req,omitempty"`
+	// LockWaitUsPerReq is the runtime's /sync/mutex/wait/total:seconds over
+	// the window divided by Requests, in us: the time goroutines spent blocked
+	// on sync.Mutex, sync.RWMutex and runtime-internal locks (channels
+	// included). nil when the runtime does not report it, and in runs saved
+	// before it was measured.
+	LockWaitUsPerReq *float64 `json:"lock_wait_us_per_req,omitempty"`
+	AllocsPerReq     float64  `json:"allocs_per_req"` // runtime.MemStats.Mallocs delta / Requests
+	BytesPerReq      float64  `json:"alloc_bytes_per_req"`
+	GCs              uint32   `json:"gcs"`
 	// ServerCPUusPerReq is the server process's CPU per request (from
 	// /proc/pid/stat, 10 ms ticks). OtherCores is the CPU the rest of the
 	// machine used during the window, in cores (from /proc/stat, minus this
@@ -56,11 +67,18 @@ type Result struct {
 	OtherCores        float64 `json:"other_load_cores"`
 	Dials             int64   `json:"dials"` // connections opened, warm-up included
 	DialsPerKReq      float64 `json:"dials_per_1k_req"`
+	// Lingering is how many goroutines of earlier cells (their clients'
+	// connection loops and timers) were still there when this cell's client
+	// was made, after waiting for them to end (see settle): 0 when only the
+	// client under test ran in the process.
+	Lingering int `json:"lingering_goroutines,omitempty"`
 	// Ratios to net/http's result on the same server and scenario (nil when
 	// net/http did not run or a value is 0).
-	RPSvsNetHTTP    *float64 `json:"rps_vs_nethttp,omitempty"`
-	CPUvsNetHTTP    *float64 `json:"cpu_vs_nethttp,omitempty"`
-	AllocsVsNetHTTP *float64 `json:"allocs_vs_nethttp,omitempty"`
+	RPSvsNetHTTP         *float64 `json:"rps_vs_nethttp,omitempty"`
+	CPUvsNetHTTP         *float64 `json:"cpu_vs_nethttp,omitempty"`
+	AllocsVsNetHTTP      *float64 `json:"allocs_vs_nethttp,omitempty"`
+	CtxSwitchesVsNetHTTP *float64 `json:"ctx_switches_vs_nethttp,omitempty"`
+	LockWaitVsNetHTTP    *float64 `json:"lock_wait_vs_nethttp,omitempty"`
 }
 
 func (r *Result) failed() bool { return r.Errors > 0 || r.Requests == 0 }
@@ -114,36 +132,17 @@ func (cs *callerState) run(phase *atomic.Int32, routes int) {
 	}
 }
 
-// usage is the process's resource use at one instant.
-type usage struct {
-	cpu     time.Duration
-	mallocs uint64
-	bytes   uint64
-	gcs     uint32
-}
-
-func readUsage() usage {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic("connbench: getrusage: " + err.Error())
-	}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return usage{
-		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-		mallocs: ms.Mallocs, bytes: ms.TotalAlloc, gcs: ms.NumGC,
-	}
-}
-
 // runCell runs one client on one scenario: warm-up, then the measured window;
 // the callers run back to back throughout, and only requests completed inside
-// the window are counted.
-func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target, kind string, p *progress) Result {
+// the window are counted. base is the number of goroutines the process runs
+// without any client (see settle).
+func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target, kind string, base int, p *progress) Result {
 	res := Result{Server: srv, Scenario: sc.Name, Client: kind, Callers: sc.Callers, ConnsPerRoute: sc.Conns,
 		Routes: sc.Routes, BodyBytes: sc.BodyLen}
 	if sc.Routes > 1 {
 		res.TotalLimit = sc.total()
 	}
+	res.Lingering = settle(runtime.NumGoroutine, base, settleQuiet, settleTimeout)
 	var dials atomic.Int64
 	bc, err := newBenchClient(kind, clientSpec{sc: sc, targets: targets, dials: &dials, tls: opt.tls})
 	if err != nil {
@@ -215,9 +214,7 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 	if res.Requests > 0 {
 		n := float64(res.Requests)
 		res.RPS = n / res.Seconds
-		res.CPUusPerReq = float64(after.cpu-before.cpu) / 1e3 / n
-		res.AllocsPerReq = float64(after.mallocs-before.mallocs) / n
-		res.BytesPerReq = float64(after.bytes-before.bytes) / n
+		res.perRequest(before, after)
 		res.DialsPerKReq = float64(res.Dials) * 1000 / n
 		res.P50us = float64(h.quantile(0.50)) / 1e3
 		res.P99us = float64(h.quantile(0.99)) / 1e3
@@ -305,6 +302,9 @@ func run(opt *options) (*report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server %s: %w", kind, err)
 		}
+		// The goroutines this process runs with no client: the cells wait
+		// for their predecessors' to end (settle) before they start.
+		base := runtime.NumGoroutine()
 		for _, sc := range opt.scenarios {
 			if !runsOn(sc, kind) {
 				continue
@@ -317,7 +317,7 @@ func run(opt *options) (*report, error) {
 					var r Result
 					for attempt := 0; ; attempt++ {
 						p.start(kind, sc.Name, c, attempt)
-						r = runCell(opt, kind, srv.cmd.Process.Pid, sc, targets, c, p)
+						r = runCell(opt, kind, srv.cmd.Process.Pid, sc, targets, c, base, p)
 						r.Retries = attempt
 						p.done(&r)
 						if opt.maxOther <= 0 || r.OtherCores <= opt.maxOther || attempt == maxRetries {
@@ -411,6 +411,8 @@ func ratios(rs []Result) {
 		r.RPSvsNetHTTP = quotient(r.RPS, base.RPS)
 		r.CPUvsNetHTTP = quotient(r.CPUusPerReq, base.CPUusPerReq)
 		r.AllocsVsNetHTTP = quotient(r.AllocsPerReq, base.AllocsPerReq)
+		r.CtxSwitchesVsNetHTTP = quotientOf(r.CtxSwitchesPerReq, base.CtxSwitchesPerReq)
+		r.LockWaitVsNetHTTP = quotientOf(r.LockWaitUsPerReq, base.LockWaitUsPerReq)
 	}
 }
 
@@ -420,4 +422,12 @@ func quotient(a, b float64) *float64 {
 	}
 	q := a / b
 	return &q
+}
+
+// quotientOf is quotient of two figures that may be missing (nil).
+func quotientOf(a, b *float64) *float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	return quotient(*a, *b)
 }

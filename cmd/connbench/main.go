@@ -9,8 +9,11 @@
 //
 // Per client and scenario it reports requests/s, p50/p99/p99.9 latency, client
 // CPU per request (getrusage of this process: the clients, GC and the harness;
-// the server is another process), allocations per request (runtime.MemStats),
-// new connections dialed, and ratios to net/http measured in the same run.
+// the server is another process), context switches per request (getrusage)
+// and time blocked on locks per request (runtime/metrics), allocations per
+// request (runtime.MemStats), new connections dialed, and ratios to net/http
+// measured in the same run; then a summary line per cell that reads the
+// performance targets as met or not, each with its figure.
 //
 // It is a Go module of its own (go.mod beside this file, with a replace of the
 // library by ../..), so fasthttp and the comparison clients stay out of the

@@ -77,6 +77,9 @@ func TestEveryClientCompletesRequestsWithoutErrorsAgainstTheGoServer(t *testing.
 		if r.RPS <= 0 || r.CPUusPerReq <= 0 || r.P50us <= 0 || r.P999us < r.P50us {
 			t.Errorf("%s: rps %v, cpu %v us/req, p50 %v us, p99.9 %v us", name, r.RPS, r.CPUusPerReq, r.P50us, r.P999us)
 		}
+		if r.CtxSwitchesPerReq == nil || *r.CtxSwitchesPerReq < 0 || r.LockWaitUsPerReq == nil || *r.LockWaitUsPerReq < 0 {
+			t.Errorf("%s: context switches %v, lock waits %v per request: not measured", name, r.CtxSwitchesPerReq, r.LockWaitUsPerReq)
+		}
 		if runtime.GOOS == "linux" && r.OtherCores < 0 { // (the server's CPU may round to 0 ticks in 200 ms)
 			t.Errorf("%s: other load %v cores: /proc not read", name, r.OtherCores)
 		}
@@ -95,7 +98,8 @@ func TestEveryClientCompletesRequestsWithoutErrorsAgainstTheGoServer(t *testing.
 	if err := rep.writeTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"net/http", "connactor", "fasthttp", "pool+std", "raw", "routes4/16KiB", "x net/http"} {
+	for _, want := range []string{"net/http", "connactor", "fasthttp", "pool+std", "raw", "routes4/16KiB", "x net/http",
+		"ctxsw/req", "lock us/req"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

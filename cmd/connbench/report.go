@@ -101,8 +101,10 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	head := []string{"server", "scenario", "client", "req/s", "+-", "x net/http", "p50 us", "p99 us", "p99.9 us",
-		"CPU us/req", "x net/http", "allocs/req", "x net/http", "dials", "errors", "server us/req", "other load"}
-	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true, true, true, true}
+		"CPU us/req", "x net/http", "ctxsw/req", "lock us/req", "allocs/req", "x net/http", "dials", "errors",
+		"server us/req", "other load"}
+	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
+		true, true}
 	rows := [][]string{head}
 	for i, res := range r.Results {
 		if i > 0 && (res.Scenario != r.Results[i-1].Scenario || res.Server != r.Results[i-1].Server) {
@@ -112,6 +114,7 @@ func (r *report) writeTable(w io.Writer) error {
 			fmt.Sprintf("%.0f", res.RPS), spread(res), ratio(res.RPSvsNetHTTP),
 			micros(res.P50us), micros(res.P99us), micros(res.P999us),
 			fmt.Sprintf("%.1f", res.CPUusPerReq), ratio(res.CPUvsNetHTTP),
+			figure(res.CtxSwitchesPerReq), figure(res.LockWaitUsPerReq),
 			fmt.Sprintf("%.1f", res.AllocsPerReq), ratio(res.AllocsVsNetHTTP),
 			fmt.Sprint(res.Dials), fmt.Sprint(res.Errors), serverCPU(res), otherLoad(res)})
 	}
@@ -139,6 +142,12 @@ const tableNotes = `Notes:
   delta likewise. dials: connections opened during the cell, warm-up included. server us/req: the server
   process's CPU per request (/proc, 10 ms ticks). other load: CPU used by the rest of the machine during
   the window, in cores (of 2 here): anything well above 0 means the cell was disturbed.
+- ctxsw/req: getrusage's voluntary plus involuntary context switches of this process over the window, per
+  request: threads that blocked and woke (a goroutine hand-off that wakes a sleeping thread costs one or
+  two). lock us/req: the runtime's /sync/mutex/wait/total:seconds over the window, per request: time
+  goroutines spent blocked on sync.Mutex, sync.RWMutex and the runtime's own locks (channels' included).
+  Before each cell the goroutines of the cells before it are given time to end, so that only the client
+  under test runs in the window.
 - Requests are built once per caller and re-used, for every client: request building is not measured.
   net/http and connactor are called through RoundTrip; bodies are read to EOF and closed.
 - fasthttp: HostClient (MaxConns), callers wait for a connection (MaxConnWaitTimeout); fasthttp.Client
@@ -163,6 +172,15 @@ const tableNotes = `Notes:
   to every route before the warm-up: CPU per request against the number of routes. sweep/callersN: N
   callers on one route with min(N, 16) connections. With -svg, each sweep is drawn as a chart.
 `
+
+// figure prints a per-request figure that may be missing (nil: "-"), with
+// two decimals: context switches and lock waits are fractions of a request.
+func figure(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}
 
 func ratio(v *float64) string {
 	if v == nil {
@@ -293,7 +311,8 @@ func (p *progress) done(r *Result) {
 	if p.w == nil {
 		return
 	}
-	msg := fmt.Sprintf("%s: %.0f req/s, %.1f CPU us/req, %.1f allocs/req", p.label, r.RPS, r.CPUusPerReq, r.AllocsPerReq)
+	msg := fmt.Sprintf("%s: %.0f req/s, %.1f CPU us/req, %s ctxsw/req, %.1f allocs/req", p.label, r.RPS, r.CPUusPerReq,
+		figure(r.CtxSwitchesPerReq), r.AllocsPerReq)
 	if r.Errors > 0 {
 		msg += fmt.Sprintf(", %d ERRORS (%s)", r.Errors, r.FirstError)
 	}
