@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test demo bench bench-full vet fmt fuzz otelcol otel soak
+.PHONY: test demo bench bench-full vet fmt fuzz otelcol otel soak dropin-baseline
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -27,6 +27,15 @@ vet:
 	cd $(CONNBENCH) && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## dropin-baseline: run the drop-in suites (test/dropin) with net/http as well
+## as with connactor, and compare net/http's verdicts with the baseline recorded
+## in test/dropin/testdata, which `make test` holds connactor to; with
+## DROPIN_BASELINE=record, write them there instead (after pinning a new
+## release of a suite, or on a new Go release: the test says when).
+DROPIN_BASELINE ?= check
+dropin-baseline:
+	$(GO) test -count=1 -timeout 20m -run '^TestLibrariesOwnSuites' ./test/dropin -dropin.baseline=$(DROPIN_BASELINE)
 
 ## demo: the quickstart example against embedded local servers
 demo:
