@@ -19,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// childTimeout is the -timeout of one go test run of a library's package:
+// childTimeout is the -test.timeout of one run of a library's test binary:
 // longer than any suite takes on a loaded 2-core machine, short enough that a
 // request hanging for good costs minutes, not the whole CI job.
 const childTimeout = 4 * time.Minute
