@@ -5,16 +5,30 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test demo bench bench-full vet fmt fuzz otelcol otel soak
+.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak dropin-baseline
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
 ## installed them). Includes the 20-second soak (cmd/soak) and connbench's tests.
+## Its three go test runs go at once, each one's output printed when it ends;
+## the library's run starts first the packages that take longest, mostly
+## waiting on daemons, child processes and timeouts, and runs four test
+## binaries at a time, so that on two cores their waits overlap the others' work.
 test: vet
-	$(GO) test -race -count=1 -timeout 15m ./...
+	@$(MAKE) --no-print-directory -j3 --output-sync=target test-race test-connbench test-cluster
+
+# The library's slowest packages (about 20-50 s each, mostly waiting).
+SLOW_FIRST = ./test/... ./fleet ./examples/... ./cmd/soak ./client
+
+test-race:
+	$(GO) test -race -count=1 -timeout 15m -p 4 $(SLOW_FIRST) ./...
+
+test-connbench:
 	cd $(CONNBENCH) && $(GO) test -race -count=1 -timeout 10m ./...
-	@# protoactor's cluster races with itself under -race (fleet/RACES.md): the
-	@# in-process cluster tests are built without it (//go:build !race).
+
+# protoactor's cluster races with itself under -race (fleet/RACES.md): the
+# in-process cluster tests are built without it (//go:build !race).
+test-cluster:
 	$(GO) test -count=1 -timeout 5m -run '^TestCluster' ./fleet/
 
 ## vet also checks that both modules' go.mod and go.sum are tidy: connbench
@@ -27,6 +41,15 @@ vet:
 	cd $(CONNBENCH) && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## dropin-baseline: run the drop-in suites (test/dropin) with net/http as well
+## as with connactor, and compare net/http's verdicts with the baseline recorded
+## in test/dropin/testdata, which `make test` holds connactor to; with
+## DROPIN_BASELINE=record, write them there instead (after pinning a new
+## release of a suite, or on a new Go release: the test says when).
+DROPIN_BASELINE ?= check
+dropin-baseline:
+	$(GO) test -count=1 -timeout 20m -run '^TestLibrariesOwnSuites' ./test/dropin -dropin.baseline=$(DROPIN_BASELINE)
 
 ## demo: the quickstart example against embedded local servers
 demo:

@@ -18,14 +18,20 @@ import (
 	"time"
 )
 
-// suite is one library whose own tests run twice, with net/http and with
-// connactor as the transport its clients are built on.
+// suite is one library whose own tests run with connactor as the transport
+// its clients are built on, held to their results with net/http (recorded, or
+// run beside).
 type suite struct {
 	Name    string   // short name: the subtest's
 	Module  string   // module path
-	Version string   // the pinned release (a new one is a deliberate change here)
+	Version string   // the pinned release (a new one is a deliberate change here, and a new baseline)
 	Pkgs    []string // packages whose tests run, relative to the module root
-	Patches []patch  // edits to the library's source: the injection point
+	// Shards is how many processes run each package's tests at once, each an
+	// interleaved slice of its top-level tests (0 or 1: one process). Only
+	// for a suite whose verdicts are the same either way: tests that depend
+	// on state an earlier test left in the process fail in a shard without it.
+	Shards  int
+	Patches []patch // edits to the library's source: the injection point
 	// Files are added to the module (relative path -> content): the injection
 	// point's two implementations, one built with the connactor_dropin tag and
 	// one without.
@@ -39,8 +45,8 @@ type suite struct {
 	// 127.0.0.1, which no test of this repository sends).
 	Skipped map[string]string
 	// KnownFailures are the tests connactor fails today: test name -> root
-	// cause and the issue-16 item that fixes it. The run fails when a test
-	// outside this list fails, and when a listed test passes: remove it then.
+	// cause and what fixes it. The run fails when a test outside this list
+	// fails, and when a listed test passes: remove it then.
 	KnownFailures map[string]string
 }
 
@@ -182,39 +188,65 @@ type mode struct {
 	Skip []string // top-level tests not run in this mode
 }
 
+// testBinary is one package's test binary, built once for a mode and run as
+// often as its tests need: the main run, the runs after a crash, the reruns
+// of what failed, and the list of its tests.
+type testBinary struct {
+	Path string // the binary
+	Dir  string // the package's directory: go test runs a test binary there
+	Pkg  string // the package, relative to the module root ("." or "./sub")
+}
+
+// buildTests builds package pkg's test binary (relative to the module at dir)
+// in mode m into out.
+func buildTests(ctx context.Context, dir, pkg string, m mode, out string) (*testBinary, error) {
+	bin := filepath.Join(out, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+"-"+strings.ReplaceAll(m.Name, "/", "")+".test")
+	// -vet=off: the go directive tidy raised turns on vet checks the
+	// libraries' releases predate (non-constant format strings).
+	args := []string{"test", "-c", "-vet=off", "-o", bin}
+	if m.Tags != "" {
+		args = append(args, "-tags="+m.Tags)
+	}
+	if _, err := goCmd(ctx, dir, goEnv(), append(args, pkg)...); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	return &testBinary{Path: bin, Dir: filepath.Join(dir, pkg), Pkg: pkg}, nil
+}
+
+// prefix is what results put before the names of the package's tests.
+func (b *testBinary) prefix() string {
+	if b.Pkg == "." {
+		return ""
+	}
+	return strings.TrimPrefix(b.Pkg, "./") + ":"
+}
+
 // maxRuns bounds the invocations of one package's tests: each one after the
 // first runs only the tests a crashed binary left unrun.
 const maxRuns = 20
 
-// runPackage runs the tests of package pkg (relative to dir) in mode m and
-// returns their outcomes. When the test binary dies (a panic, its -timeout),
-// the tests it was running are recorded as crashed and the tests it had not
-// started yet run in another invocation. With only non-empty, just those
-// top-level tests run.
-func runPackage(ctx context.Context, dir, pkg string, m mode, timeout time.Duration, only []string) (results, error) {
+// runPackage runs the tests of b in mode m and returns their outcomes. When
+// the test binary dies (a panic, its -timeout), the tests it was running are
+// recorded as crashed and the tests it had not started yet run in another
+// invocation. With only non-empty, just those top-level tests run.
+func runPackage(ctx context.Context, b *testBinary, m mode, timeout time.Duration, only []string) (results, error) {
 	all := results{}
 	done := map[string]bool{}
-	prefix := ""
-	if pkg != "." {
-		prefix = strings.TrimPrefix(pkg, "./") + ":"
-	}
+	prefix := b.prefix()
 	for range maxRuns {
-		// -vet=off: the go directive tidy raised turns on vet checks the
-		// libraries' releases predate (non-constant format strings).
-		args := []string{"test", "-json", "-count=1", "-vet=off", "-timeout=" + timeout.String()}
-		if m.Tags != "" {
-			args = append(args, "-tags="+m.Tags)
-		}
+		// What go test -json does: the binary's verbose output through test2json
+		// (-t: with times, and so with each test's Elapsed).
+		args := []string{"tool", "test2json", "-t", "-p", b.Pkg, b.Path, "-test.v=test2json", "-test.count=1",
+			"-test.timeout=" + timeout.String()}
 		if len(only) > 0 {
-			args = append(args, "-run="+anyOf(only))
+			args = append(args, "-test.run="+anyOf(only))
 		}
 		skip := slices.Concat(m.Skip, slices.Sorted(maps.Keys(done)))
 		if len(skip) > 0 {
-			args = append(args, "-skip="+anyOf(skip))
+			args = append(args, "-test.skip="+anyOf(skip))
 		}
-		args = append(args, pkg)
 		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = dir
+		cmd.Dir = b.Dir
 		cmd.Env = goEnv(m.Env...)
 		cmd.WaitDelay = 10 * time.Second
 		var stderr bytes.Buffer
@@ -229,7 +261,7 @@ func runPackage(ctx context.Context, dir, pkg string, m mode, timeout time.Durat
 			return nil, fmt.Errorf("%s: go %s: %w\n%s", m.Name, strings.Join(args, " "), perr, tail(stderr.Bytes(), 20))
 		}
 		if len(rs) == 0 && exit != nil && len(done) == 0 {
-			// Nothing ran and go test failed: a build failure, not a test's.
+			// Nothing ran and the binary failed: not a test's failure.
 			return nil, fmt.Errorf("%s: go %s: %w\n%s%s", m.Name, strings.Join(args, " "), err,
 				tail(stderr.Bytes(), 40), strings.Join(lastN(pkgOut, 40), ""))
 		}
@@ -248,34 +280,36 @@ func runPackage(ctx context.Context, dir, pkg string, m mode, timeout time.Durat
 	return all, ctx.Err()
 }
 
-// testName matches the lines of go test -list that name a test.
+// testName matches the lines of a test binary's -test.list that name a test.
 var testName = regexp.MustCompile(`^(Test|Example|Fuzz|Benchmark)[\p{L}\p{N}_]*$`)
 
 // listTests returns the top-level tests (examples, fuzz tests and benchmarks
-// included) of package pkg, named as results name them.
-func listTests(ctx context.Context, dir, pkg string) (map[string]bool, error) {
-	out, err := goCmd(ctx, dir, goEnv(), "test", "-vet=off", "-list=.", pkg)
+// included) of b, named as results name them.
+func listTests(ctx context.Context, b *testBinary) (map[string]bool, error) {
+	cmd := exec.CommandContext(ctx, b.Path, "-test.list=.")
+	cmd.Dir = b.Dir
+	cmd.Env = goEnv()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return nil, err
-	}
-	prefix := ""
-	if pkg != "." {
-		prefix = strings.TrimPrefix(pkg, "./") + ":"
+		return nil, fmt.Errorf("%s -test.list: %w\n%s", b.Path, err, tail(out, 20))
 	}
 	names := map[string]bool{}
 	for line := range strings.Lines(string(out)) {
 		if line = strings.TrimSpace(line); testName.MatchString(line) {
-			names[prefix+line] = true
+			names[b.prefix()+line] = true
 		}
 	}
 	return names, nil
 }
 
-// parseTestJSON reads go test -json output. Tests are named with prefix
-// prepended; a test that started and has no result is recorded as a crashed
-// failure. It also returns the package's own output lines.
+// parseTestJSON reads test2json's output. Tests are named with prefix
+// prepended. A test that started and has no result, or whose failure testing
+// never reported (no "--- FAIL" line: test2json fails the test a binary died
+// in), is recorded as a crashed failure. It also returns the package's own
+// output lines.
 func parseTestJSON(r io.Reader, prefix string) (results, []string, error) {
 	rs := results{}
+	reported := map[*outcome]bool{}
 	var pkgOut []string
 	dec := json.NewDecoder(r)
 	for {
@@ -303,12 +337,15 @@ func parseTestJSON(r io.Reader, prefix string) (results, []string, error) {
 		switch ev.Action {
 		case "output":
 			o.Output = append(o.Output, ev.Output)
+			if strings.HasPrefix(strings.TrimLeft(ev.Output, " "), "--- FAIL: ") {
+				reported[o] = true
+			}
 		case "pass", "fail", "skip":
 			o.Action, o.Elapsed = ev.Action, ev.Elapsed
 		}
 	}
 	for _, o := range rs {
-		if o.Action == "" {
+		if o.Action == "" || o.Action == "fail" && !reported[o] {
 			o.Action, o.Crashed = "fail", true
 		}
 	}

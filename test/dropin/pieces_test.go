@@ -1,6 +1,7 @@
 package dropin
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,14 +15,19 @@ func TestParseTestJSONRecordsOutcomesAndTestsTheBinaryDiedIn(t *testing.T) {
 {"Action":"run","Package":"p","Test":"TestA"}
 {"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}
 {"Action":"run","Package":"p","Test":"TestA/sub"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"    --- FAIL: TestA/sub (0.50s)\n"}
 {"Action":"fail","Package":"p","Test":"TestA/sub","Elapsed":0.5}
+{"Action":"output","Package":"p","Test":"TestA","Output":"--- FAIL: TestA (0.50s)\n"}
 {"Action":"fail","Package":"p","Test":"TestA","Elapsed":0.5}
 {"Action":"run","Package":"p","Test":"TestB"}
 {"Action":"skip","Package":"p","Test":"TestB"}
 {"Action":"run","Package":"p","Test":"TestC"}
 {"Action":"output","Package":"p","Test":"TestC","Output":"panic: boom\n"}
-{"Action":"output","Package":"p","Output":"FAIL\tp\t1.0s\n"}
-{"Action":"fail","Package":"p","Elapsed":1}
+{"Action":"run","Package":"p","Test":"TestD"}
+{"Action":"output","Package":"p","Test":"TestD","Output":"panic: elsewhere\n"}
+{"Action":"fail","Package":"p","Test":"TestD"}
+{"Action":"output","Package":"p","Output":"FAIL\n"}
+{"Action":"fail","Package":"p"}
 `
 	rs, pkgOut, err := parseTestJSON(strings.NewReader(in), "sub:")
 	if err != nil {
@@ -32,6 +38,7 @@ func TestParseTestJSONRecordsOutcomesAndTestsTheBinaryDiedIn(t *testing.T) {
 		"sub:TestA/sub": {Action: "fail", Elapsed: 0.5},
 		"sub:TestB":     {Action: "skip"},
 		"sub:TestC":     {Action: "fail", Crashed: true},
+		"sub:TestD":     {Action: "fail", Crashed: true},
 	}
 	if len(rs) != len(want) {
 		t.Fatalf("got %d tests, want %d: %v", len(rs), len(want), rs)
@@ -169,7 +176,11 @@ func TestG(t *testing.T) {}
 			t.Fatal(err)
 		}
 	}
-	rs, err := runPackage(t.Context(), dir, ".", mode{Name: "test", Skip: []string{"TestG"}}, time.Minute, nil)
+	bin, err := buildTests(t.Context(), dir, ".", mode{Name: "test"}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := runPackage(t.Context(), bin, mode{Name: "test", Skip: []string{"TestG"}}, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,18 +197,103 @@ func TestG(t *testing.T) {}
 			t.Errorf("%s = %+v, want %+v", name, o, w)
 		}
 	}
-	names, err := listTests(t.Context(), dir, ".")
+	names, err := listTests(t.Context(), bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(names) != 7 || !names["TestA"] || !names["TestG"] {
 		t.Errorf("listed: %v", names)
 	}
-	only, err := runPackage(t.Context(), dir, ".", mode{Name: "test"}, time.Minute, []string{"TestE", "TestG"})
+	only, err := runPackage(t.Context(), bin, mode{Name: "test"}, time.Minute, []string{"TestE", "TestG"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(only) != 2 || only["TestE"] == nil || only["TestG"] == nil {
 		t.Errorf("only TestE and TestG: got %v", only)
+	}
+}
+
+func TestARecordedBaselineStandsForItsSuiteOnly(t *testing.T) {
+	s := &suite{Name: "lib", Module: "example.com/lib", Version: "v1.2.3", Pkgs: []string{"."},
+		Patches: []patch{{File: "a.go", Old: "f()", New: "g()", Count: 1}},
+		Files:   injection("lib", "func pick() http.RoundTripper", "return nil", "return connactorTransport()"),
+		Skipped: map[string]string{"TestNet": "internet"}}
+	rec := newBaseline(s, results{"TestA": {Action: "pass"}, "TestA/x": {Action: "fail"}, "TestB": {Action: "skip"}})
+	if why := rec.stale(s); why != "" {
+		t.Fatalf("a fresh record is stale: %s", why)
+	}
+	if why := (*baseline)(nil).stale(s); why == "" {
+		t.Error("no record stands for the suite")
+	}
+	for name, change := range map[string]func(s *suite){
+		"a new release":       func(s *suite) { s.Version = "v1.2.4" },
+		"another module":      func(s *suite) { s.Module = "example.com/other" },
+		"another patch":       func(s *suite) { s.Patches[0].New = "h()" },
+		"another package":     func(s *suite) { s.Pkgs = append(s.Pkgs, "./sub") },
+		"shards":              func(s *suite) { s.Shards = 4 },
+		"another skipped":     func(s *suite) { s.Skipped = map[string]string{"TestOther": "why"} },
+		"net/http's injector": func(s *suite) { s.Files["connactor_dropin_off.go"] += "\n// changed\n" },
+	} {
+		changed := *s
+		changed.Patches = slices.Clone(s.Patches)
+		changed.Files = maps.Clone(s.Files)
+		change(&changed)
+		if rec.stale(&changed) == "" {
+			t.Errorf("%s: the record still stands for the suite", name)
+		}
+	}
+	// What connactor's side alone is built from is not net/http's baseline.
+	same := *s
+	same.Files = maps.Clone(s.Files)
+	same.Files["connactor_dropin_on.go"] += "\n// changed\n"
+	same.Files["connactor_dropin_client.go"] += "\n// changed\n"
+	same.Excluded = map[string]string{"TestA": "needs *http.Transport"}
+	same.KnownFailures = map[string]string{"TestB": "cause"}
+	if why := rec.stale(&same); why != "" {
+		t.Errorf("a change of connactor's side makes the record stale: %s", why)
+	}
+	otherGo := *rec
+	otherGo.Go = "go1.1"
+	if otherGo.stale(s) == "" {
+		t.Error("a record of another Go release stands for this one")
+	}
+
+	rs := rec.results()
+	if len(rs) != 3 || rs["TestA"].Action != "pass" || rs["TestA/x"].Action != "fail" || rs["TestB"].Action != "skip" {
+		t.Errorf("results of the record: %v", rs)
+	}
+	if d := rec.diff(rs); len(d) != 0 {
+		t.Errorf("the record differs from its own results: %q", d)
+	}
+	d := rec.diff(results{"TestA": {Action: "pass"}, "TestA/x": {Action: "pass"}, "TestC": {Action: "pass"}})
+	want := []string{"TestA/x: recorded fail, net/http now pass", "TestB: recorded skip, net/http now absent",
+		"TestC: recorded absent, net/http now pass"}
+	if !slices.Equal(d, want) {
+		t.Errorf("diff = %q, want %q", d, want)
+	}
+	if u := unrecorded(rs, results{"TestA": {Action: "pass"}, "TestZ": {Action: "pass"}}); !slices.Equal(u, []string{"TestZ"}) {
+		t.Errorf("unrecorded = %q, want TestZ", u)
+	}
+}
+
+func TestTheRecordedBaselinesStandForThePinnedSuites(t *testing.T) {
+	for _, s := range suites {
+		rec, err := loadBaseline(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := rec.stale(s); why != "" {
+			t.Errorf("%s: %s; %s", s.Name, why, recordHint(s))
+			continue
+		}
+		pass := 0
+		for _, v := range rec.Tests {
+			if v == "pass" {
+				pass++
+			}
+		}
+		if pass == 0 {
+			t.Errorf("%s: the recorded baseline passes no test", s.Name)
+		}
 	}
 }

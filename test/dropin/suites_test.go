@@ -85,9 +85,7 @@ var retryablehttpSuite = &suite{
 		// With connactor it fails too: it wants url.Error.Err to be net/http's
 		// *net.OpError{Op: "dial", Net: "tcp", Err: *net.DNSError} itself
 		// (reflect.DeepEqual); connactor's is a *conn.ExchangeError worded
-		// "connactor: dial (nothing sent): http://host:port: dial tcp: ..." (the
-		// issue's "url.Error.Err carries the underlying error" and "errors name
-		// the request's URL as net/http does").
+		// "connactor: dial (nothing sent): http://host:port: dial tcp: ...".
 		"TestRoundTripper_TransportFailureErrorHandling": "asks the system's DNS resolver for 999.999.999.999",
 	},
 	Excluded:      map[string]string{},
@@ -101,6 +99,9 @@ var restySuite = &suite{
 	Module:  "github.com/go-resty/resty/v2",
 	Version: "v2.17.2",
 	Pkgs:    []string{"."},
+	// Its tests spend about 80 s in retry backoffs and timeouts, one after
+	// another; run as 4 processes they take about 25 s, with the same verdicts.
+	Shards: 4,
 	Patches: []patch{{
 		File:  "client.go",
 		Old:   "hc.Transport = createTransport(nil)",

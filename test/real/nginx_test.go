@@ -1,4 +1,4 @@
-package client
+package real_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
@@ -19,16 +20,13 @@ import (
 // the third answer) and idle ones after 1s: 500 sequential and 500 concurrent
 // requests all succeed, none needing a retry, each reaching nginx once.
 func TestRealNginxWithKeepAliveLimitsServesEveryRequest(t *testing.T) {
+	t.Parallel()
 	ng := realtest.StartNginx(t, realtest.NginxConfig{
 		HTTP:   "keepalive_requests 3; keepalive_timeout 1s;",
 		Server: `access_log access.log; location / { return 200 "ok $request_uri\n"; }`,
 	})
 	url := ng.URL
-	c, err := New(Config{MaxConnsPerRoute: 8, MaxConnsTotal: 8, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, client.Config{MaxConnsPerRoute: 8, MaxConnsTotal: 8})
 	var gotConns atomic.Int64
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConns.Add(1) }}
 	get := func(path string) error {

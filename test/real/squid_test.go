@@ -1,9 +1,8 @@
-package client
+package real_test
 
 // Integration tests against a real forward proxy (squid, with basic
 // authentication) and a real TLS origin (nginx with a certificate generated
-// here). .ci/run installs both; elsewhere the tests skip, loudly, when they are
-// missing, and under CI=true a missing one fails.
+// here).
 
 import (
 	"context"
@@ -11,17 +10,22 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/proxytest"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
@@ -83,6 +87,7 @@ func apr1(password, salt string) string {
 }
 
 func TestAPR1MatchesApachesHash(t *testing.T) {
+	t.Parallel()
 	// Reference values from `openssl passwd -apr1 -salt ...`.
 	for _, tc := range []struct{ pw, salt, want string }{
 		{"s3cret", "WZH0bxXM", "$apr1$WZH0bxXM$3oXgGB6V1zs.PFHBFGxFs."},
@@ -151,28 +156,91 @@ func (s *squid) withUser(user, password string) *url.URL {
 	return &u
 }
 
-// countDials wraps the client's TCP dialer to count sockets opened (to the proxy).
-func countDials(n *atomic.Int32) func(context.Context, string, string) (net.Conn, error) {
-	var d net.Dialer
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		n.Add(1)
-		return d.DialContext(ctx, network, addr)
+// nginxTLS is an nginx serving "ok" over TLS on 127.0.0.1 with a self-signed
+// certificate, logging each request's connection serial number and the
+// Proxy-Authorization header it carried.
+type nginxTLS struct {
+	URL  string
+	Cert *proxytest.Cert
+	log  string
+}
+
+func startNginxTLS(t *testing.T) *nginxTLS {
+	t.Helper()
+	ng := realtest.StartNginx(t, realtest.NginxConfig{
+		TLS:    true,
+		HTTP:   `log_format conns '$connection $connection_requests "$http_proxy_authorization" $request';`,
+		Server: `access_log conns.log conns; location / { return 200 "ok"; }`,
+	})
+	return &nginxTLS{URL: ng.URL, Cert: ng.Cert, log: ng.Path("conns.log")}
+}
+
+// nginxRequest is one line of nginxTLS's log.
+type nginxRequest struct {
+	conn, proxyAuth, request string
+}
+
+// requests waits until nginx logged n requests (it logs each as it completes)
+// and returns them.
+func (n *nginxTLS) requests(t *testing.T, want int) []nginxRequest {
+	t.Helper()
+	var got []nginxRequest
+	for _, line := range realtest.Lines(t, n.log, want) {
+		// $connection $connection_requests "$http_proxy_authorization" $request
+		conn, rest, _ := strings.Cut(line, " ")
+		_, rest, _ = strings.Cut(rest, " ")
+		pa, req, _ := strings.Cut(strings.TrimPrefix(rest, `"`), `" `)
+		got = append(got, nginxRequest{conn: conn, proxyAuth: pa, request: req})
 	}
+	return got
+}
+
+// originCounter counts, on a test origin's side, the requests it served and
+// the Proxy-Authorization headers they carried.
+type originCounter struct {
+	mu        sync.Mutex
+	requests  int
+	proxyAuth int
+}
+
+func (oc *originCounter) snapshot() (requests, proxyAuth int) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return oc.requests, oc.proxyAuth
+}
+
+// countingOrigin starts a plain HTTP server answering "ok" that counts into
+// oc, closed at the end of the test.
+func countingOrigin(t *testing.T, oc *originCounter) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		oc.mu.Lock()
+		oc.requests++
+		if r.Header.Get("Proxy-Authorization") != "" {
+			oc.proxyAuth++
+		}
+		oc.mu.Unlock()
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func TestSquidWithBasicAuth(t *testing.T) {
+	t.Parallel()
 	sq := startSquid(t, "alice", "s3cret")
 	ng := startNginxTLS(t)
 
 	t.Run("HTTPS through CONNECT reuses one tunnel to nginx", func(t *testing.T) {
 		var dials atomic.Int32
-		c := newSecureTestClient(t, Config{
+		c := newClient(t, client.Config{
 			Proxy:       http.ProxyURL(sq.withUser("alice", "s3cret")),
 			TLSConfig:   &tls.Config{RootCAs: ng.Cert.Pool},
 			DialContext: countDials(&dials),
 		})
 		for i := 0; i < 5; i++ {
-			if body := mustGet(t, context.Background(), c, ng.URL+"/r"+strconv.Itoa(i)); body != "ok" {
+			if body := mustGet(t, c, ng.URL+"/r"+strconv.Itoa(i)); body != "ok" {
 				t.Fatalf("body %q", body)
 			}
 		}
@@ -188,19 +256,17 @@ func TestSquidWithBasicAuth(t *testing.T) {
 	})
 
 	t.Run("HTTP in absolute-form on one proxy connection", func(t *testing.T) {
-		cc := &connCounter{}
-		origin := countingServer(cc)
-		origin.Start()
-		defer origin.Close()
+		oc := &originCounter{}
+		origin := countingOrigin(t, oc)
 		var dials atomic.Int32
-		c := newSecureTestClient(t, Config{
+		c := newClient(t, client.Config{
 			Proxy:       http.ProxyURL(sq.withUser("alice", "s3cret")),
 			DialContext: countDials(&dials),
 		})
 		for i := 0; i < 5; i++ {
-			mustGet(t, context.Background(), c, origin.URL+"/?i="+strconv.Itoa(i))
+			mustGet(t, c, origin.URL+"/?i="+strconv.Itoa(i))
 		}
-		_, requests, proxyAuth := cc.snapshot()
+		requests, proxyAuth := oc.snapshot()
 		if requests != 5 || proxyAuth != 0 || dials.Load() != 1 {
 			t.Fatalf("origin saw %d requests, %d with Proxy-Authorization; client dialed squid %d times; want 5, 0, 1",
 				requests, proxyAuth, dials.Load())
@@ -208,18 +274,41 @@ func TestSquidWithBasicAuth(t *testing.T) {
 	})
 
 	t.Run("a wrong password is a 407", func(t *testing.T) {
-		c := newSecureTestClient(t, Config{
+		c := newClient(t, client.Config{
 			Proxy:     http.ProxyURL(sq.withUser("alice", "guess")),
 			TLSConfig: &tls.Config{RootCAs: ng.Cert.Pool},
 		})
-		_, _, err := secureGet(context.Background(), c, ng.URL)
-		var pce *ProxyConnectError
+		_, _, err := get(context.Background(), c, ng.URL)
+		var pce *client.ProxyConnectError
 		if !errors.As(err, &pce) || pce.StatusCode != http.StatusProxyAuthRequired || strings.Contains(err.Error(), "guess") {
 			t.Fatalf("CONNECT with a wrong password: err = %v, want a 407 *ProxyConnectError without the password", err)
 		}
-		code, _, err := secureGet(context.Background(), c, "http://127.0.0.1:1/")
+		code, _, err := get(context.Background(), c, "http://127.0.0.1:1/")
 		if err != nil || code != http.StatusProxyAuthRequired {
 			t.Fatalf("plain request with a wrong password: status %d, err %v; want squid's 407 response", code, err)
 		}
 	})
+}
+
+// Through a real squid (CONNECT, basic authentication) to nginx's HTTP/2
+// origin: the client speaks TLS with ALPN inside the tunnel, nginx picks h2,
+// and one tunnel carries the streams of every request.
+func TestSquidTunnelsHTTP2ToNginxOnOneConnection(t *testing.T) {
+	t.Parallel()
+	const requests, callers = 500, 32
+	sq := startSquid(t, "alice", "s3cret")
+	ng := startNginxH2(t, 1000000)
+	var dials atomic.Int32
+	c := nginxH2Client(t, ng, &dials, client.Config{Proxy: http.ProxyURL(sq.withUser("alice", "s3cret"))})
+	if failed := h2Load(t, c, ng.URL, requests, callers, true); failed > 0 {
+		t.Fatalf("%d of %d requests through squid failed", failed, requests)
+	}
+	st := waitSettled(t, c)
+	conns := accessLog(t, ng, requests)
+	t.Logf("%d requests (half POSTs) from %d callers through squid: %d dials to squid, %d nginx connections, route %s",
+		requests, callers, dials.Load(), len(conns), st.Routes[0].Route)
+	if dials.Load() != 1 || len(conns) != 1 || st.Open != 1 {
+		t.Errorf("%d dials to squid, %d nginx connections, %d open: want one tunnel carrying every stream",
+			dials.Load(), len(conns), st.Open)
+	}
 }

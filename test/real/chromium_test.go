@@ -1,4 +1,4 @@
-package client
+package real_test
 
 import (
 	"bytes"
@@ -15,26 +15,21 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
-// chromium returns the path of a headless-capable Chromium, or skips the test
-// (loudly) when there is none and CI is not "true"; under CI a missing
-// Chromium fails the test (.ci/run installs Debian's chromium).
+// chromium returns the path of a headless-capable Chromium ($CHROMIUM first),
+// or skips the test loudly when there is none and CI is not "true"; under CI
+// a missing Chromium fails the test (.ci/run installs Debian's chromium).
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{os.Getenv("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
-		if name == "" {
-			continue
-		}
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
+	var names []string
+	if env := os.Getenv("CHROMIUM"); env != "" {
+		names = append(names, env)
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium not found (CI=true): .ci/run must install Debian's chromium")
-	}
-	t.Skip("SKIPPED: chromium not found; install Debian's chromium (apt-get install chromium) to run the status page test")
-	return ""
+	return realtest.Tool(t, "chromium (apt-get install chromium)", append(names, "chromium", "chromium-browser", "google-chrome")...)
 }
 
 // artifactDir is where tests leave files for people to look at: $ARTIFACTS_DIR,
@@ -42,7 +37,7 @@ func chromium(t *testing.T) string {
 func artifactDir(t *testing.T) string {
 	dir := os.Getenv("ARTIFACTS_DIR")
 	if dir == "" {
-		dir = filepath.Join("..", "artifacts")
+		dir = filepath.Join("..", "..", "artifacts")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -69,8 +64,8 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 }
 
 func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
+	t.Parallel()
 	bin := chromium(t)
-	checkLeaks(t)
 
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(40 * time.Millisecond) // keeps both connections leased and a queue behind them
@@ -81,11 +76,7 @@ func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
 	defer fast.Close()
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "other") }))
 	defer other.Close()
-	c, err := New(Config{MaxConnsPerRoute: 2, MaxConnsTotal: 3, MaxIdleTime: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, client.Config{MaxConnsPerRoute: 2, MaxConnsTotal: 3, MaxIdleTime: 300 * time.Millisecond})
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -97,10 +88,7 @@ func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
 				return
 			default:
 			}
-			if resp, err := getURL(c, u); err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
+			get(context.Background(), c, u)
 			time.Sleep(pause)
 		}
 	}
@@ -114,7 +102,7 @@ func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
 	go load(fast.URL, 100*time.Millisecond)  // owned by this test, as above
 	go load(other.URL, 130*time.Millisecond) // owned by this test, as above
 	defer func() { close(stop); wg.Wait() }()
-	waitFor(t, "an eviction and a queue on the slow route", func() bool {
+	waitUntil(t, "an eviction and a queue on the slow route", func() bool {
 		st := c.Stats()
 		if st.Evictions == 0 {
 			return false
@@ -127,7 +115,7 @@ func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
 		return false
 	})
 
-	page := httptest.NewServer(http.StripPrefix("/debug", StatusHandler(c)))
+	page := httptest.NewServer(http.StripPrefix("/debug", client.StatusHandler(c)))
 	defer page.Close()
 	pageURL := page.URL + "/debug/connactor/"
 
