@@ -114,37 +114,17 @@ func (r RouteStats) ReuseRatio() float64 {
 // round trips (three with a fleet budget: the fleet keeper's view too) and is
 // safe for concurrent use. On a closed client it returns the zero Stats.
 func (c *Client) Stats() Stats {
-	if c.isClosed() {
-		return Stats{}
-	}
-	sr, ok := c.supervisorStats()
+	ps, ok := c.pool.Stats()
 	if !ok {
 		return Stats{}
 	}
-	inFlight, admitWaiting := c.admission.Held()
+	sr := ps.Supervisor
 	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
-		PendingPermits: sr.PermitWaiters, PendingAdmission: admitWaiting, InFlight: inFlight,
+		PendingPermits: sr.PermitWaiters, PendingAdmission: ps.PendingAdmission, InFlight: ps.InFlight,
 		DialFailures: sr.DialFailures, RouteFailures: sr.Restarts}
 	st.Retries, st.RetriesRefused = c.budget.totals()
-	replies := make([]chan actors.RouteStatsResponse, len(sr.Routes))
-	for i, h := range sr.Routes {
-		replies[i] = make(chan actors.RouteStatsResponse, 1)
-		c.sys.Root.Send(h.PID, &actors.RouteStatsRequest{Reply: replies[i]})
-	}
-	for i, h := range sr.Routes {
-		select {
-		case r := <-replies[i]:
-			st.Routes = append(st.Routes, routeStats(r, h))
-		case <-h.Done:
-			// Stopped under us. An answer sent before it stopped is there.
-			select {
-			case r := <-replies[i]:
-				st.Routes = append(st.Routes, routeStats(r, h))
-			default:
-			}
-		case <-c.closed:
-			return Stats{}
-		}
+	for i, r := range ps.Routes {
+		st.Routes = append(st.Routes, routeStats(r, ps.Handles[i]))
 	}
 	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
 	c.fleetStats(&st)
@@ -159,15 +139,6 @@ func (c *Client) Stats() Stats {
 	return st
 }
 
-func (c *Client) isClosed() bool {
-	select {
-	case <-c.closed:
-		return true
-	default:
-		return false
-	}
-}
-
 func routeStats(r actors.RouteStatsResponse, h *actors.RouteHandle) RouteStats {
 	return RouteStats{Route: r.Route, Open: r.Open, Leased: r.Leased, Idle: r.Idle, Pending: r.Pending,
 		FleetShare: int(h.Fleet.Share.Load()), FleetBudget: int(h.Fleet.Budget.Load()),
@@ -176,17 +147,4 @@ func routeStats(r actors.RouteStatsResponse, h *actors.RouteHandle) RouteStats {
 		QueueFull: r.QueueFull, FailFast: r.FailFast, FailFastUntil: r.FailFastUntil, FailedFast: r.FailedFast,
 		LearnedIdle: r.LearnedIdle, Streams: r.Streams, SpareActors: r.Spare + r.Recycling,
 		RecentCloses: r.RecentCloses, RecentWaits: r.RecentWaits, OldestLease: r.OldestLease}
-}
-
-// supervisorStats asks the supervisor for its counts and its routes; false
-// when the client closed meanwhile.
-func (c *Client) supervisorStats() (actors.StatsResponse, bool) {
-	reply := make(chan actors.StatsResponse, 1)
-	c.sys.Root.Send(c.sup, &actors.StatsRequest{Reply: reply})
-	select {
-	case sr := <-reply:
-		return sr, true
-	case <-c.closed:
-		return actors.StatsResponse{}, false
-	}
 }

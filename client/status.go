@@ -150,7 +150,7 @@ func (c *Client) Status() Status {
 	st := c.Stats()
 	s := Status{
 		Time:   time.Now(),
-		Closed: c.closing.Load(),
+		Closed: c.pool.Closing(),
 		Limits: StatusLimits{
 			MaxConnsPerRoute: c.cfg.MaxConnsPerRoute, MaxConnsTotal: c.cfg.MaxConnsTotal,
 			MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),

@@ -1,14 +1,10 @@
 package client
 
 import (
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"golang.org/x/net/http/httpguts"
-
-	"github.com/connactor/connactor/route"
 )
 
 // validate refuses, before anything is written, requests net/http's writer would
@@ -59,20 +55,6 @@ func invalid(msg string) error { return &invalidRequestError{msg} }
 
 func (e *invalidRequestError) Error() string        { return e.msg }
 func (e *invalidRequestError) Is(target error) bool { return target == ErrInvalidRequest }
-
-// dialError is the error of a lease whose connection could not be dialed. A
-// certificate that does not verify is returned as the
-// *tls.CertificateVerificationError itself, as net/http does, so that code
-// type-switching on url.Error.Err sees it (go-retryablehttp does, and stops
-// retrying); every other dial failure is an *ExchangeError (Op "dial") naming
-// the route, with ErrNotSent.
-func dialError(key route.Key, err error) error {
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &cv) {
-		return cv
-	}
-	return &ExchangeError{Op: "dial", Err: fmt.Errorf("%s: %w", key, err)}
-}
 
 func closeBody(req *http.Request) {
 	if req != nil && req.Body != nil {

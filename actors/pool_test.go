@@ -1,0 +1,168 @@
+package actors
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/route"
+)
+
+// The Pool's own tests drive it through its API as the client does (Call,
+// Lease, Exchange), against real HTTP servers on loopback.
+
+// newTestPool starts a pool with cfg's limits (zero fields get small
+// defaults) that the test closes at its end, after the servers registered
+// before it.
+func newTestPool(t *testing.T, cfg PoolConfig) *Pool {
+	t.Helper()
+	if cfg.MaxConnsPerRoute == 0 {
+		cfg.MaxConnsPerRoute = 8
+	}
+	if cfg.MaxConnsTotal == 0 {
+		cfg.MaxConnsTotal = 64
+	}
+	if cfg.MaxConcurrentRequests == 0 {
+		cfg.MaxConcurrentRequests = 1024
+	}
+	cfg.DialTimeout = 10 * time.Second
+	cfg.MaxIdleTime = time.Minute
+	cfg.ExpiryInterval = time.Second
+	cfg.MaxResponseHeaderBytes = 1 << 20
+	cfg.ExpectContinueTimeout = time.Second
+	cfg.ProxyCredentials = &route.Credentials{}
+	cfg.Logger = quiet
+	cfg.LoggerFactory = quietFactory
+	p, err := NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(t.Context()) })
+	return p
+}
+
+// roundTrip sends req through p as the client does: admission, lease and
+// exchange, replayed as Exchange.Replay allows (without the client's retry
+// budget).
+func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
+	key, err := route.FromRequest(req, "", route.Options{})
+	if err != nil {
+		return nil, err
+	}
+	call := p.NewCall(req, key, nil)
+	defer call.Stop()
+	if err := call.Admit(); err != nil {
+		return nil, err
+	}
+	fresh, avoid := false, uint64(0)
+	for attempt := 0; ; attempt++ {
+		x, err := call.Lease(fresh, avoid)
+		if err != nil {
+			call.Leave()
+			return nil, err
+		}
+		resp, err := x.Exchange(req)
+		if err == nil {
+			return resp, nil
+		}
+		next, how := x.Replay(req, err, attempt)
+		if how == NoReplay {
+			call.Leave()
+			return nil, err
+		}
+		req, fresh, avoid = next, how == ReplayStale, x.ConnID()
+	}
+}
+
+// get sends a GET to url through p and returns its body.
+func get(t *testing.T, p *Pool, url string) string {
+	t.Helper()
+	resp, err := roundTrip(p, newGet(t, url))
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading body: %v", url, err)
+	}
+	return string(b)
+}
+
+func newGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// countingServer is an httptest server that counts the connections it
+// accepted and saw closed.
+type countingServer struct {
+	*httptest.Server
+	newConns, closedConns atomic.Int64
+}
+
+func newCountingServer(t *testing.T, h http.HandlerFunc) *countingServer {
+	t.Helper()
+	s := &countingServer{}
+	s.Server = httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			s.newConns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			s.closedConns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// waitOpenAtMost waits until the server sees at most n connections open. It
+// learns of a close when its read ends, which may be after it accepted the
+// next connection.
+func (s *countingServer) waitOpenAtMost(t *testing.T, n int64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("the server to see at most %d connections open", n), func() bool {
+		return s.newConns.Load()-s.closedConns.Load() <= n
+	})
+}
+
+func quietFactory(*actor.ActorSystem) *slog.Logger { return quiet }
+
+// poolTotals are the counts of a pool snapshot the tests check.
+type poolTotals struct {
+	Leased, Pending, Connections int
+	RouteFailures                uint64
+	ClosedBy                     map[string]uint64 // of the first route
+}
+
+// totals takes a snapshot of p.
+func totals(t *testing.T, p *Pool) poolTotals {
+	t.Helper()
+	st, ok := p.Stats()
+	if !ok {
+		t.Fatal("no stats: the pool is closed")
+	}
+	out := poolTotals{Connections: st.Supervisor.Total, RouteFailures: st.Supervisor.Restarts}
+	for i, r := range st.Routes {
+		out.Leased += r.Leased
+		out.Pending += r.Pending
+		if i == 0 {
+			out.ClosedBy = r.ClosedBy
+		}
+	}
+	return out
+}
