@@ -1,6 +1,10 @@
 package actors
 
-import "time"
+import (
+	"time"
+
+	"github.com/connactor/connactor/route"
+)
 
 // recentMax is how many recent closes and waits a route remembers for Stats
 // and the status page.
@@ -9,7 +13,7 @@ const recentMax = 16
 // ClosedConn is one recent connection close of a route, as Stats report it.
 type ClosedConn struct {
 	At     time.Time
-	Reason CloseReason
+	Reason route.CloseReason
 	Age    time.Duration // since the connection was started
 	Served int           // requests it carried
 }

@@ -201,7 +201,7 @@ func (r *Route) Receive(ctx actor.Context) {
 			// share it evicts the idle ones itself (enforceShare, and its
 			// fleet tick for those that appear later): closing one here
 			// too would shed two for one.
-			r.closeConn(ctx, r.idle[0], ReasonEvicted)
+			r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
 		}
 	case *conn.Dialed:
 		r.onDialed(ctx, m)
@@ -225,7 +225,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *CloseIdleRequest:
 		n := len(r.idle)
 		for len(r.idle) > 0 {
-			r.closeConn(ctx, r.idle[0], ReasonCloseIdle)
+			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
 		}
 		m.Reply <- n
 	case *RouteStatsRequest:
@@ -384,15 +384,15 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	}
 	switch {
 	case m.Failed:
-		r.closeConn(ctx, cs, ReasonError) // as onTerminated, if it came first, would
+		r.closeConn(ctx, cs, route.ReasonError) // as onTerminated, if it came first, would
 	case !m.Reusable:
-		r.closeConn(ctx, cs, ReasonNotReusable)
+		r.closeConn(ctx, cs, route.ReasonNotReusable)
 	case r.closed:
-		r.closeConn(ctx, cs, ReasonClientClosed)
+		r.closeConn(ctx, cs, route.ReasonClientClosed)
 	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		r.closeConn(ctx, cs, ReasonLifetime) // retired as it becomes idle, never mid-request
+		r.closeConn(ctx, cs, route.ReasonLifetime) // retired as it becomes idle, never mid-request
 	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-		r.closeConn(ctx, cs, ReasonMaxRequests)
+		r.closeConn(ctx, cs, route.ReasonMaxRequests)
 	default:
 		cs.idleUntil = time.Time{}
 		if m.Idle > 0 {
@@ -413,7 +413,7 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 		return
 	}
 	if r.shed {
-		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
+		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it
 		return
 	}
 	fresh := cs.served == 0
@@ -436,7 +436,7 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 // wanted, it drains).
 func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
 	if closeIt {
-		r.closeConn(ctx, cs, ReasonEvicted)
+		r.closeConn(ctx, cs, route.ReasonEvicted)
 		return false
 	}
 	cs.phase = phaseIdle
@@ -531,7 +531,7 @@ func (r *Route) onStopping(ctx actor.Context) {
 		w.req.Ticket.Reject(ErrRouteClosed)
 	}
 	for _, cs := range r.conns {
-		r.closeConn(ctx, cs, ReasonClientClosed)
+		r.closeConn(ctx, cs, route.ReasonClientClosed)
 	}
 	// Permits granted after this point are dead letters: the supervisor reclaims
 	// whatever this route still held when it sees the route terminate.

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
 )
 
 // wantConns asks the supervisor for permits while waiters outnumber the
@@ -41,7 +42,7 @@ func (r *Route) wantConns(ctx actor.Context) {
 		}
 		if len(r.conns)+r.permitsPending >= r.cfg.MaxConnsPerRoute {
 			if r.freshWaiters > 0 && len(r.idle) > 0 {
-				r.closeConn(ctx, r.idle[0], ReasonEvicted)
+				r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
 				continue
 			}
 			return
@@ -111,7 +112,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 		r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
 	}
 	r.tel.DialFailed(r.name, m.Err, m.Took)
-	r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
+	r.closeConn(ctx, cs, route.ReasonDialFailed) // counts the dial out of r.dialing
 	now := r.clock()
 	if r.breaker.dialFailed(now, r.rand()) {
 		r.cfg.Logger.Warn("connactor: route fails fast: its dials keep failing", "route", r.name,
@@ -144,7 +145,7 @@ func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	}
 	now := r.clock()
 	r.learner.serverClosed(now.Sub(cs.idleSince), now)
-	r.closeConn(ctx, cs, ReasonServerClosed)
+	r.closeConn(ctx, cs, route.ReasonServerClosed)
 }
 
 // rand draws uniformly from [0, 1).
@@ -161,7 +162,7 @@ func (r *Route) rand() float64 {
 func (r *Route) onEvictIdle(ctx actor.Context) {
 	evicted := false
 	if len(r.idle) > 0 {
-		r.closeConn(ctx, r.idle[0], ReasonEvicted)
+		r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
 		evicted = true
 	}
 	r.wantConns(ctx)
@@ -183,7 +184,7 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 // closeConn closes a connection's socket now (CloseNow does not block),
 // recycles or stops its actor (see spareConns) and tells the supervisor the
 // place is free.
-func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) {
+func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseReason) {
 	if cs.idleIdx >= 0 {
 		r.removeIdle(cs)
 	}
@@ -196,9 +197,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	// The socket closes now (nil while dialing: nothing to close).
 	conn.CloseNow(cs.netConn)
 	if !r.closed { // when the route stops, protoactor stops its children itself
-		// An actor that failed (ReasonError: its Terminated, or a Released
+		// An actor that failed (route.ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.
-		if reason != ReasonError && cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		if reason != route.ReasonError && cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
 			// The inline mailbox may run the recycle here, and it waits
 			// for a running idle watcher: only for its peek to return,
@@ -216,7 +217,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	}
 	// Closed and ClosedBy count connections that were open; failed dials are
 	// DialFailures.
-	if reason != ReasonDialFailed {
+	if reason != route.ReasonDialFailed {
 		r.closedN++
 		r.closedBy[string(reason)]++
 		now := r.clock()
@@ -231,7 +232,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
-		r.closeConn(ctx, cs, ReasonError) // never recycled: it stopped
+		r.closeConn(ctx, cs, route.ReasonError) // never recycled: it stopped
 		return
 	}
 	r.spares.gone(m.Who)
@@ -322,18 +323,18 @@ func drop(pids *[]*actor.PID, pid *actor.PID) bool {
 	return false
 }
 
-func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
+func (r *Route) expired(cs *connState, now time.Time) (route.CloseReason, bool) {
 	idle := now.Sub(cs.idleSince)
 	switch {
 	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime, true
+		return route.ReasonLifetime, true
 	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
-		return ReasonKeepAlive, true
+		return route.ReasonKeepAlive, true
 	case r.cfg.MaxIdleTime > 0 && idle >= r.cfg.MaxIdleTime:
-		return ReasonIdleExpired, true
+		return route.ReasonIdleExpired, true
 	}
 	if d := r.learner.retireAfter(now); d > 0 && idle >= d {
-		return ReasonLearnedIdle, true
+		return route.ReasonLearnedIdle, true
 	}
 	return "", false
 }

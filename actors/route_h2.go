@@ -145,14 +145,14 @@ func (r *Route) h2Room(cs *connState, now time.Time) int {
 // retireReason is why the route retires cs: the client closed, its lifetime
 // is over, or its streams served and in flight reached MaxRequestsPerConn;
 // "" when none holds.
-func (r *Route) retireReason(cs *connState, now time.Time) CloseReason {
+func (r *Route) retireReason(cs *connState, now time.Time) route.CloseReason {
 	switch {
 	case r.closed:
-		return ReasonClientClosed
+		return route.ReasonClientClosed
 	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime
+		return route.ReasonLifetime
 	case r.cfg.MaxRequestsPerConn > 0 && cs.served+cs.streams >= r.cfg.MaxRequestsPerConn:
-		return ReasonMaxRequests
+		return route.ReasonMaxRequests
 	}
 	return ""
 }
@@ -216,7 +216,7 @@ func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
 		return // a request in flight is never cut
 	}
 	if r.shed {
-		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
+		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it
 		return
 	}
 	if cs.idleIdx >= 0 {
@@ -279,31 +279,14 @@ func (r *Route) onDrainStarted(ctx actor.Context, m *conn.DrainStarted) {
 	}
 	cs.draining = true
 	if cs.streams == 0 && cs.phase != phaseDialing {
-		r.closeConn(ctx, cs, h2Reason(m.Reason))
+		r.closeConn(ctx, cs, m.Reason)
 	}
 }
 
 func (r *Route) onH2Closed(ctx actor.Context, m *conn.H2Closed) {
 	if cs := r.conns[m.ID]; cs != nil {
-		r.closeConn(ctx, cs, h2Reason(m.Reason))
+		r.closeConn(ctx, cs, m.Reason)
 	}
-}
-
-// h2Reason maps conn/h2's reasons onto close reasons.
-func h2Reason(reason string) CloseReason {
-	switch reason {
-	case "goaway":
-		return ReasonGoAway
-	case "refused":
-		return ReasonRefusedStreams
-	case "ping_timeout":
-		return ReasonPingTimeout
-	case "server_close":
-		return ReasonServerClosed
-	case "local":
-		return ReasonNotReusable
-	}
-	return ReasonError
 }
 
 // streams is the number of HTTP/2 streams leased on the route.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
 )
 
 // settle returns once h has handled everything sent to it so far and what
@@ -115,14 +116,14 @@ func crashConns(cfg *SupervisorConfig) {
 }
 
 // A connection actor that fails while its connection is leased is closed
-// (ReasonError) and never taken for a spare: the route's next closed
+// (route.ReasonError) and never taken for a spare: the route's next closed
 // connection is recycled as usual.
 func TestRouteNeverRecyclesAConnectionActorThatFailed(t *testing.T) {
 	p := newPool(t, 1, 1, crashConns)
 	h := p.route("a")
 	failed := p.lease(h, 1)[0]
 	p.sys.Root.Send(failed.Conn, &crashNow{kind: "conn"})
-	eventually(t, "the failed connection closed", func() bool { return p.stats(h).ClosedBy[string(ReasonError)] == 1 })
+	eventually(t, "the failed connection closed", func() bool { return p.stats(h).ClosedBy[string(route.ReasonError)] == 1 })
 	l := p.lease(h, 1)[0]
 	if l.Conn.Id == failed.Conn.Id {
 		t.Fatal("the failed actor was given a connection")

@@ -348,11 +348,11 @@ func (s *Supervisor) grantable(pid *actor.PID) bool {
 
 func (s *Supervisor) onConnClosed(ctx actor.Context, m *ConnClosed) {
 	switch m.Reason {
-	case ReasonEvicted:
+	case route.ReasonEvicted:
 		s.evictions++
-	case ReasonIdleExpired, ReasonLifetime, ReasonKeepAlive:
+	case route.ReasonIdleExpired, route.ReasonLifetime, route.ReasonKeepAlive:
 		s.expired++
-	case ReasonDialFailed:
+	case route.ReasonDialFailed:
 		s.dialFailures++
 	}
 	s.freePlace(ctx, m.From)

@@ -55,7 +55,7 @@ type PermitReturned struct{ From *actor.PID }
 // one place under MaxConnsTotal.
 type ConnClosed struct {
 	From   *actor.PID
-	Reason CloseReason
+	Reason route.CloseReason
 }
 
 // EvictIdleResponse answers an EvictIdleRequest: whether the route closed an
@@ -81,27 +81,3 @@ type StatsResponse struct {
 	Evictions, Expired     uint64
 	DialFailures, Restarts uint64 // Restarts: route actors that stopped on a failure
 }
-
-// CloseReason says why a connection was closed.
-type CloseReason string
-
-// Reasons a connection closes.
-const (
-	ReasonIdleExpired  CloseReason = "idle_expiry"
-	ReasonLifetime     CloseReason = "lifetime"
-	ReasonKeepAlive    CloseReason = "keepalive_timeout"
-	ReasonEvicted      CloseReason = "lru_eviction"
-	ReasonServerClosed CloseReason = "server_close"
-	ReasonNotReusable  CloseReason = "not_reusable"
-	ReasonError        CloseReason = "error"
-	ReasonDialFailed   CloseReason = "dial_error"
-	ReasonClientClosed CloseReason = "client_close"
-	ReasonCloseIdle    CloseReason = "close_idle"   // Client.CloseIdleConnections
-	ReasonMaxRequests  CloseReason = "max_requests" // MaxRequestsPerConn served
-	ReasonLearnedIdle  CloseReason = "learned_idle" // idle close to the server's learned timeout
-
-	ReasonFleetShare     CloseReason = "fleet_share"     // above the node's share of a fleet budget
-	ReasonGoAway         CloseReason = "goaway"          // HTTP/2: the server's GOAWAY, after the last stream
-	ReasonRefusedStreams CloseReason = "refused_streams" // HTTP/2: the server refused two streams
-	ReasonPingTimeout    CloseReason = "ping_timeout"    // HTTP/2: the health check's PING went unanswered
-)

@@ -50,7 +50,7 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 		f.pub.LRUIdleSince.Store(m.since)
 		close(m.done)
 	case *closeOne:
-		ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonNotReusable})
+		ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: route.ReasonNotReusable})
 	case *EvictIdleRequest:
 		f.events <- f.key.Host + " evict-asked"
 		if f.idle > 0 {
@@ -59,7 +59,7 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 			if f.idle == 0 {
 				f.pub.LRUIdleSince.Store(0)
 			}
-			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonEvicted})
+			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: route.ReasonEvicted})
 		}
 		ctx.Send(f.sup, &EvictIdleResponse{From: f.self, Evicted: true})
 	}

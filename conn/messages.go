@@ -43,19 +43,18 @@ type StreamsChanged struct {
 
 // DrainStarted is sent by an HTTP/2 connection actor to its route when the
 // connection takes no new streams (GOAWAY, refused streams, or a drain the
-// route asked for); it closes when its last stream ends. No reply. Reason is
-// conn/h2's.
+// route asked for); it closes when its last stream ends. No reply.
 type DrainStarted struct {
 	ID     uint64
-	Reason string
+	Reason route.CloseReason
 }
 
 // H2Closed is sent by an HTTP/2 connection actor to its route when the
-// connection closed, with conn/h2's reason ("goaway", "ping_timeout",
-// "server_close", "error", ...). No reply. It is the connection's last event.
+// connection closed, and why (route.ReasonGoAway, ReasonPingTimeout,
+// ReasonServerClosed, ReasonError, ...). No reply. It is the connection's last event.
 type H2Closed struct {
 	ID     uint64
-	Reason string
+	Reason route.CloseReason
 	Err    error
 }
 
