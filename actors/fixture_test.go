@@ -184,9 +184,9 @@ func (p *pool) release(h *RouteHandle, reusable bool, ls ...Lease) {
 	}
 }
 
-func (p *pool) stats(h *RouteHandle) RouteStatsResponse {
+func (p *pool) stats(h *RouteHandle) routeReport {
 	p.tb.Helper()
-	reply := make(chan RouteStatsResponse, 1)
+	reply := make(chan routeReport, 1)
 	p.sys.Root.Send(h.PID, &RouteStatsRequest{Reply: reply})
 	select {
 	case r := <-reply:
@@ -194,7 +194,7 @@ func (p *pool) stats(h *RouteHandle) RouteStatsResponse {
 	case <-time.After(10 * time.Second):
 		p.tb.Fatal("no route stats in 10s")
 	}
-	return RouteStatsResponse{}
+	return routeReport{}
 }
 
 func (p *pool) supStats() StatsResponse {

@@ -33,7 +33,7 @@ func waitingCallers(t *testing.T, p *Pool, url string, n int) chan error {
 			errs <- err
 		}()
 	}
-	eventually(t, "the callers queued", func() bool { return totals(t, p).Pending == n })
+	eventually(t, "the callers queued", func() bool { return snapshot(t, p).Pending == n })
 	return errs
 }
 
@@ -81,7 +81,7 @@ func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
 	if got := get(t, p, srv.URL); got != "ok" {
 		t.Fatalf("after the crash: %q", got)
 	}
-	st := totals(t, p)
+	st := snapshot(t, p)
 	if st.RouteFailures != 1 || st.Connections > 1 || st.Leased != 0 || st.Pending != 0 {
 		t.Fatalf("after the crash: %+v", st)
 	}
@@ -129,7 +129,7 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if st := totals(t, p); st.Connections > 1 {
+	if st := snapshot(t, p); st.Connections > 1 {
 		t.Fatalf("after the restart: %+v", st)
 	}
 	srv.waitOpenAtMost(t, 1)
@@ -188,9 +188,9 @@ func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
 			t.Fatalf("waiter %d: %v", i, err)
 		}
 	}
-	st := totals(t, p)
-	if st.ClosedBy["error"] < 1 || st.Connections > 1 || st.Leased != 0 {
-		t.Fatalf("after the crash: %+v", st)
+	st := snapshot(t, p)
+	if st.Routes[0].ClosedBy["error"] < 1 || st.Connections > 1 || st.Leased != 0 {
+		t.Fatalf("after the crash: %+v", st.Routes[0])
 	}
 	srv.waitOpenAtMost(t, 1)
 }

@@ -1,20 +1,95 @@
 package actors
 
 import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/connactor/connactor/internal/jsonsec"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
 
-// PoolStats is a snapshot of the pool: the supervisor's counts, each route's
-// answer (with its handle, in the same order) and the admission's counts.
-type PoolStats struct {
-	Supervisor       StatsResponse
-	Routes           []RouteStatsResponse
-	Handles          []*RouteHandle
-	InFlight         int // requests admitted under MaxConcurrentRequests
-	PendingAdmission int // requests waiting for admission
+// Stats is a snapshot of a pool: client.Stats, and the totals of the status
+// page (in JSON: durations in seconds). The pool fills it but for Retries,
+// RetriesRefused and FleetMembers, and the routes' FleetState and
+// FleetRenewal, which the client knows.
+type Stats struct {
+	// Open counts connections open or being dialed; Leased, those serving a
+	// request (their body not yet read to its end or closed); Idle, those
+	// waiting in the idle list; Pending, callers waiting for a connection.
+	// All four are totals across routes (see route.Stats).
+	Open    int           `json:"open"`
+	Leased  int           `json:"leased"`
+	Idle    int           `json:"idle"`
+	Pending int           `json:"pending"`
+	Streams int           `json:"streams"`          // HTTP/2 streams in flight across routes
+	Routes  []route.Stats `json:"routes,omitempty"` // every route, sorted by name
+
+	MaxConnsTotal int `json:"maxConnsTotal"` // MaxConnsTotal
+	// Connections is the supervisor's own count of open and dialing connections
+	// across routes: always <= MaxConnsTotal. Open (the sum over Routes) may
+	// briefly differ, since routes are read one after the other: a connection
+	// closed on one route and its place re-used on another can both show.
+	Connections int `json:"connections"`
+	// InFlight is the number of requests admitted under MaxConcurrentRequests:
+	// those waiting for a connection (queued in a route) and those being
+	// exchanged or whose response body is still open.
+	InFlight         int    `json:"inFlight"`
+	PendingAdmission int    `json:"pendingAdmission"` // requests waiting for admission under MaxConcurrentRequests
+	PendingPermits   int    `json:"pendingPermits"`   // routes' requests for room under MaxConnsTotal
+	Evictions        uint64 `json:"evictions"`        // idle connections closed to make room for another route
+	Expired          uint64 `json:"expired"`          // idle connections closed by idle, keep-alive or lifetime expiry
+	DialFailures     uint64 `json:"dialFailures"`     // dials that failed, all routes
+	RouteFailures    uint64 `json:"routeFailures"`    // route actors that failed (panicked) and were replaced
+	Retries          uint64 `json:"retries"`          // replays on a new connection the retry budget allowed (0 when it is disabled)
+	RetriesRefused   uint64 `json:"retriesRefused"`   // replays the retry budget refused
+	// OldestLease is the age of the oldest lease not yet released, across routes
+	// (0 = none). A response whose body is never read to its end nor closed holds
+	// its connection forever: it shows here, growing.
+	OldestLease time.Duration `json:"oldestLease"`
+	// FleetMembers is the number of cluster members that run the budget
+	// grain's kind, as this node sees them (0 without a fleet budget, or
+	// until known): the default FleetFloor divides the budget by it.
+	FleetMembers int `json:"fleetMembers"`
+}
+
+// String prints st as a short table: the totals on one line, then a row per
+// route.
+func (st Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "connactor: %d open (%d leased, %d idle), %d pending, %d streams; %d/%d connections, %d in flight, %d waiting for admission\n",
+		st.Open, st.Leased, st.Idle, st.Pending, st.Streams, st.Connections, st.MaxConnsTotal, st.InFlight, st.PendingAdmission)
+	if len(st.Routes) > 0 {
+		route.WriteTable(&b, st.Routes...)
+	}
+	return b.String()
+}
+
+// plainStats is Stats without its methods, for the JSON of its fields; the
+// fields of statsJSON, less nested, shadow those of the same names.
+type plainStats Stats
+
+type statsJSON struct {
+	*plainStats
+	OldestLease jsonsec.Duration `json:"oldestLease"`
+}
+
+// MarshalJSON writes st with its durations in seconds.
+func (st Stats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statsJSON{plainStats: (*plainStats)(&st), OldestLease: jsonsec.Duration(st.OldestLease)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (st *Stats) UnmarshalJSON(b []byte) error {
+	v := statsJSON{plainStats: (*plainStats)(st)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	st.OldestLease = time.Duration(v.OldestLease)
+	return nil
 }
 
 // Stats returns a snapshot of the pool: the supervisor names its routes, then
@@ -22,37 +97,53 @@ type PoolStats struct {
 // consistent; routes are read one after the other). It blocks for two message
 // round trips and is safe for concurrent use. On a closed pool it reports
 // false.
-func (p *Pool) Stats() (PoolStats, bool) {
+func (p *Pool) Stats() (Stats, bool) {
 	if p.isClosed() {
-		return PoolStats{}, false
+		return Stats{}, false
 	}
 	sr, ok := p.supervisorStats()
 	if !ok {
-		return PoolStats{}, false
+		return Stats{}, false
 	}
-	st := PoolStats{Supervisor: sr}
+	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
+		PendingPermits: sr.PermitWaiters, DialFailures: sr.DialFailures, RouteFailures: sr.Restarts}
 	st.InFlight, st.PendingAdmission = p.admission.Held()
-	replies := make([]chan RouteStatsResponse, len(sr.Routes))
+	replies := make([]chan routeReport, len(sr.Routes))
 	for i, h := range sr.Routes {
-		replies[i] = make(chan RouteStatsResponse, 1)
+		replies[i] = make(chan routeReport, 1)
 		p.sys.Root.Send(h.PID, &RouteStatsRequest{Reply: replies[i]})
 	}
 	for i, h := range sr.Routes {
 		select {
 		case r := <-replies[i]:
-			st.Routes, st.Handles = append(st.Routes, r), append(st.Handles, h)
+			st.Routes = append(st.Routes, h.stats(r))
 		case <-h.Done:
 			// Stopped under us. An answer sent before it stopped is there.
 			select {
 			case r := <-replies[i]:
-				st.Routes, st.Handles = append(st.Routes, r), append(st.Handles, h)
+				st.Routes = append(st.Routes, h.stats(r))
 			default:
 			}
 		case <-p.closed:
-			return PoolStats{}, false
+			return Stats{}, false
 		}
 	}
+	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
+	for _, r := range st.Routes {
+		st.Open += r.Open
+		st.Leased += r.Leased
+		st.Idle += r.Idle
+		st.Pending += r.Pending
+		st.Streams += r.Streams
+		st.OldestLease = max(st.OldestLease, r.OldestLease)
+	}
 	return st, true
+}
+
+// stats is the route's answer with its fleet share as the supervisor enforces it.
+func (h *RouteHandle) stats(r routeReport) route.Stats {
+	r.FleetShare, r.FleetBudget = int(h.Fleet.Share.Load()), int(h.Fleet.Budget.Load())
+	return r.Stats
 }
 
 // supervisorStats asks the supervisor for its counts and its routes; false
@@ -118,15 +209,13 @@ func (p *Pool) routeReadings(yield func(telemetry.RouteReading) bool) {
 		default:
 		}
 		key := k.(route.Key)
-		return yield(telemetry.RouteReading{
-			Route:       p.tel.Route(key.Scheme, key.Host, key.Port),
-			Active:      int64(h.Pub.Leased.Load()),
-			Idle:        int64(h.Pub.Idle.Load()),
-			Pending:     int64(h.Pub.Pending.Load()),
-			FailFast:    h.Pub.FailFast.Load(),
-			LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
-			Fleet:       p.fleet,
-			FleetShare:  int64(h.Fleet.Share.Load()),
-		})
+		ff := route.FailFastClosed // or half open: the gauge tells open from not
+		if h.Pub.FailFast.Load() {
+			ff = route.FailFastOpen
+		}
+		return yield(telemetry.RouteReading{Route: p.tel.Route(key.Scheme, key.Host, key.Port), Fleet: p.fleet,
+			Stats: route.Stats{Leased: int(h.Pub.Leased.Load()), Idle: int(h.Pub.Idle.Load()),
+				Pending: int(h.Pub.Pending.Load()), FailFast: ff, LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
+				FleetShare: int(h.Fleet.Share.Load())}})
 	})
 }

@@ -142,27 +142,12 @@ func (s *countingServer) waitOpenAtMost(t *testing.T, n int64) {
 
 func quietFactory(*actor.ActorSystem) *slog.Logger { return quiet }
 
-// poolTotals are the counts of a pool snapshot the tests check.
-type poolTotals struct {
-	Leased, Pending, Connections int
-	RouteFailures                uint64
-	ClosedBy                     map[string]uint64 // of the first route
-}
-
-// totals takes a snapshot of p.
-func totals(t *testing.T, p *Pool) poolTotals {
+// snapshot takes p's Stats, which must be open.
+func snapshot(t *testing.T, p *Pool) Stats {
 	t.Helper()
 	st, ok := p.Stats()
 	if !ok {
 		t.Fatal("no stats: the pool is closed")
 	}
-	out := poolTotals{Connections: st.Supervisor.Total, RouteFailures: st.Supervisor.Restarts}
-	for i, r := range st.Routes {
-		out.Leased += r.Leased
-		out.Pending += r.Pending
-		if i == 0 {
-			out.ClosedBy = r.ClosedBy
-		}
-	}
-	return out
+	return st
 }

@@ -148,8 +148,8 @@ type Route struct {
 	closedBy                        map[string]uint64
 
 	tel          *telemetry.Route
-	recentCloses ring[ClosedConn]
-	recentWaits  ring[Wait]
+	recentCloses ring[route.ClosedConn]
+	recentWaits  ring[route.Wait]
 }
 
 // waiter is a queued LeaseRequest with when and where it queued.
@@ -472,7 +472,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 		}
 	}
 	if q.pos > 0 {
-		r.recentWaits.add(Wait{At: now, Waited: waited, QueuePos: q.pos})
+		r.recentWaits.add(route.Wait{At: now, Waited: waited, QueuePos: q.pos})
 	}
 	r.tel.LeaseGranted(waited)
 	cs.phase = phaseLeased

@@ -222,7 +222,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 		r.closedBy[string(reason)]++
 		now := r.clock()
 		age := now.Sub(cs.created)
-		r.recentCloses.add(ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
+		r.recentCloses.add(route.ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
 		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
 	}
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})

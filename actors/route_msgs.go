@@ -10,6 +10,7 @@ import (
 
 	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
 )
 
 // LeaseRequest is sent by the front door (on the caller's goroutine) to a route
@@ -126,32 +127,16 @@ type CloseIdleRequest struct {
 	Reply chan int
 }
 
-// RouteStatsRequest is sent by the front door (Client.Stats) to a route actor,
-// which answers a RouteStatsResponse on Reply (which must have room).
+// RouteStatsRequest is sent by the pool (Pool.Stats) to a route actor,
+// which answers a routeReport on Reply (which must have room).
 type RouteStatsRequest struct {
-	Reply chan RouteStatsResponse
+	Reply chan routeReport
 }
 
-// RouteStatsResponse answers a RouteStatsRequest: one route's snapshot.
-type RouteStatsResponse struct {
-	Route                       string
-	Open, Leased, Idle, Pending int
-	Dialing                     int
-	Max                         int
-	Opened, Closed              uint64 // connections opened and closed since the route started
-	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
-	DialFailures                uint64 // dials that failed
-	LeaseTimeouts               uint64 // callers that gave up after LeaseTimeout
-	QueueFull                   uint64 // callers refused because MaxPendingPerRoute were waiting
-	FailFast                    string // the fail-fast breaker: "closed", "open", "half_open"
-	FailFastUntil               time.Time
-	FailedFast                  uint64        // callers failed fast while the breaker was open
-	LearnedIdle                 time.Duration // the server's idle timeout as learned (0 = none)
-	Streams                     int           // HTTP/2 streams leased on the route's connections
-	Spare                       int           // connection actors kept without a socket for the next dials
-	Recycling                   int           // connection actors asked to recycle (RecycleRequest), not answered yet
-	ClosedBy                    map[string]uint64
-	RecentCloses                []ClosedConn  // newest first, at most 16
-	RecentWaits                 []Wait        // leases that queued, newest first, at most 16
-	OldestLease                 time.Duration // age of the oldest lease not yet released; 0 = none
+// routeReport answers a RouteStatsRequest: the route's snapshot, and how many
+// of its spare connection actors are ready and how many being recycled (both
+// counted in Stats.SpareActors).
+type routeReport struct {
+	route.Stats
+	spare, recycling int
 }

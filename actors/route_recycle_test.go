@@ -13,11 +13,11 @@ import (
 // messages sent before it, and the RecycleResponses they caused are waited
 // for (a connection actor answers in its own time, so a second round trip
 // alone does not order them).
-func (p *pool) settle(h *RouteHandle) RouteStatsResponse {
+func (p *pool) settle(h *RouteHandle) routeReport {
 	st := p.stats(h)
 	eventually(p.tb, "recycled", func() bool {
 		st = p.stats(h)
-		return st.Recycling == 0
+		return st.recycling == 0
 	})
 	return st
 }
@@ -144,16 +144,16 @@ func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
 	first := p.lease(h, 2)
 	old := map[string]bool{first[0].Conn.Id: true, first[1].Conn.Id: true}
 	p.release(h, false, first...)
-	if st := p.settle(h); st.Spare != 2 || st.Open != 0 {
-		t.Fatalf("after both connections closed: %d spares, %d open; want 2 and 0", st.Spare, st.Open)
+	if st := p.settle(h); st.spare != 2 || st.Open != 0 {
+		t.Fatalf("after both connections closed: %d spares, %d open; want 2 and 0", st.spare, st.Open)
 	}
 	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(30 * time.Second)})
-	if st := p.settle(h); st.Spare != 2 {
-		t.Fatalf("%d spares half a MaxIdleTime after the last close, want 2 kept", st.Spare)
+	if st := p.settle(h); st.spare != 2 {
+		t.Fatalf("%d spares half a MaxIdleTime after the last close, want 2 kept", st.spare)
 	}
 	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(2 * time.Minute)})
-	if st := p.settle(h); st.Spare != 0 {
-		t.Fatalf("%d spares after MaxIdleTime without a connection, want 0", st.Spare)
+	if st := p.settle(h); st.spare != 0 {
+		t.Fatalf("%d spares after MaxIdleTime without a connection, want 0", st.spare)
 	}
 	l := p.lease(h, 1)[0]
 	if old[l.Conn.Id] {

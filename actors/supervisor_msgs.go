@@ -67,7 +67,7 @@ type EvictIdleResponse struct {
 
 // StatsRequest is sent by the front door (Client.Stats) to the supervisor,
 // which answers a StatsResponse on Reply (cap 1). The front door then asks each
-// route for its RouteStatsResponse itself, so that the supervisor never waits
+// route for its snapshot itself, so that the supervisor never waits
 // for its routes.
 type StatsRequest struct {
 	Reply chan StatsResponse
