@@ -30,7 +30,7 @@ type op struct {
 
 // leaseRelease is one uncontended lease+release on h, as the front door does
 // it (the release is asynchronous: the next lease queues behind it).
-func leaseRelease(b *testing.B, p *pool, h *RouteHandle) {
+func leaseRelease(b *testing.B, p *pool, h *routeHandle) {
 	o := &op{}
 	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
@@ -213,7 +213,7 @@ func BenchmarkLRUIdleRoute(b *testing.B) {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
 			for i := range n {
-				pub := &RoutePublished{}
+				pub := &routePublished{}
 				pub.LRUIdleSince.Store(int64(1_000_000 + (i*7919)%n)) // distinct, not in route order
 				s.addRoute(entryN(i, pub))
 			}

@@ -80,7 +80,7 @@ type Pool struct {
 	tel       *telemetry.Telemetry
 	fleet     bool // a fleet keeper runs (PoolConfig.StartFleet)
 
-	routes sync.Map     // route.Key -> *RouteHandle: the supervisor's answers, until their Done closes
+	routes sync.Map     // route.Key -> *routeHandle: the supervisor's answers, until their Done closes
 	owned  []*actor.PID // actors the owner spawned here (Spawn), stopped by Close before the supervisor
 	ownMu  sync.Mutex   // guards owned
 

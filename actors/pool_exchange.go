@@ -23,7 +23,7 @@ type Exchange struct {
 	p     *Pool
 	tel   *telemetry.Request
 	trace *httptrace.ClientTrace
-	route *RouteHandle
+	route *routeHandle
 	got   Lease
 	early error // the response arrived before the body was sent in full (conn.ErrEarlyResponse)
 	gzip  bool  // send "Accept-Encoding: gzip" (transparent compression, pool_gzip.go)

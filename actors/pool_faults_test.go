@@ -136,10 +136,10 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 }
 
 // cachedRoute returns the one route the pool knows.
-func (p *Pool) cachedRoute(t *testing.T) *RouteHandle {
+func (p *Pool) cachedRoute(t *testing.T) *routeHandle {
 	t.Helper()
-	var h *RouteHandle
-	p.routes.Range(func(_, v any) bool { h = v.(*RouteHandle); return false })
+	var h *routeHandle
+	p.routes.Range(func(_, v any) bool { h = v.(*routeHandle); return false })
 	if h == nil {
 		t.Fatal("no route cached")
 	}

@@ -9,10 +9,10 @@ import (
 // routeFor returns the route actor of the call's key: from the cache while
 // its Done is open, otherwise by asking the supervisor (a RouteRequest, once
 // per route).
-func (l *Call) routeFor() (*RouteHandle, error) {
+func (l *Call) routeFor() (*routeHandle, error) {
 	p, key := l.p, l.key
 	if v, ok := p.routes.Load(key); ok {
-		h := v.(*RouteHandle)
+		h := v.(*routeHandle)
 		select {
 		case <-h.Done:
 			p.routes.CompareAndDelete(key, h) // its actor stopped: ask for a new one
@@ -28,7 +28,7 @@ func (l *Call) routeFor() (*RouteHandle, error) {
 	if inc != nil {
 		gone = inc.Done()
 	}
-	t := &wait.Ticket[*RouteHandle]{}
+	t := &wait.Ticket[*routeHandle]{}
 	p.sys.Root.Send(p.sup, &RouteRequest{Key: key, Ticket: t})
 	h, err, why := await(l, t, gone)
 	switch {

@@ -141,7 +141,7 @@ func (p *Pool) Stats() (Stats, bool) {
 }
 
 // stats is the route's answer with its fleet share as the supervisor enforces it.
-func (h *RouteHandle) stats(r routeReport) route.Stats {
+func (h *routeHandle) stats(r routeReport) route.Stats {
 	r.FleetShare, r.FleetBudget = int(h.Fleet.Share.Load()), int(h.Fleet.Budget.Load())
 	return r.Stats
 }
@@ -188,7 +188,7 @@ func (p *Pool) CloseIdle() {
 
 // registerGauges registers the pool gauges' callback with the client's meter.
 // The callback reads only the counters the route actors publish
-// (RoutePublished) and the admission semaphore: it never messages or waits for an actor, so a slow or
+// (routePublished) and the admission semaphore: it never messages or waits for an actor, so a slow or
 // stuck collection cannot hold the pool up, and the pool cannot hold up a
 // collection.
 func (p *Pool) registerGauges() {
@@ -202,7 +202,7 @@ func (p *Pool) registerGauges() {
 // knows (every route a request went to).
 func (p *Pool) routeReadings(yield func(telemetry.RouteReading) bool) {
 	p.routes.Range(func(k, v any) bool {
-		h := v.(*RouteHandle)
+		h := v.(*routeHandle)
 		select {
 		case <-h.Done:
 			return true

@@ -41,10 +41,10 @@ type RouteConfig struct {
 	Rand  func() float64
 }
 
-// RoutePublished is what a route actor publishes for readers outside it,
+// routePublished is what a route actor publishes for readers outside it,
 // without a message. The route actor is the single writer of every field: it
 // stores them after each message it handles (publish).
-type RoutePublished struct {
+type routePublished struct {
 	// Idle is the number of idle connections. Read by the supervisor (expiry
 	// ticks go only to routes with idle connections) and the pool gauges.
 	Idle atomic.Int32
@@ -110,7 +110,7 @@ type Route struct {
 	name string
 	cfg  *RouteConfig
 	sup  *actor.PID
-	pub  *RoutePublished
+	pub  *routePublished
 
 	self *actor.PID
 	// permitReq is the route's PermitRequest, sent for every permit it asks
@@ -164,7 +164,7 @@ type queuedAt struct {
 }
 
 // NewRoute returns the producer of the route actor for k, reporting to sup.
-func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
+func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
 	return func() actor.Actor {
 		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{},

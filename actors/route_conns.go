@@ -298,7 +298,7 @@ func (s *spareConns) gone(pid *actor.PID) {
 // for MaxIdleTime and has no waiter (the rule idle connections follow): they
 // serve dials under churn, and a quiet route needs none. Called on an expiry
 // tick; the supervisor sends ticks to routes with spares
-// (RoutePublished.Spare).
+// (routePublished.Spare).
 func (r *Route) expireSpares(ctx actor.Context, now time.Time) {
 	s := &r.spares
 	if len(s.pids) == 0 || len(r.conns) > 0 || r.waiters.Len() > 0 ||

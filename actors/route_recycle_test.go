@@ -13,7 +13,7 @@ import (
 // messages sent before it, and the RecycleResponses they caused are waited
 // for (a connection actor answers in its own time, so a second round trip
 // alone does not order them).
-func (p *pool) settle(h *RouteHandle) routeReport {
+func (p *pool) settle(h *routeHandle) routeReport {
 	st := p.stats(h)
 	eventually(p.tb, "recycled", func() bool {
 		st = p.stats(h)

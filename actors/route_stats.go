@@ -7,7 +7,7 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// publish stores the counters readers outside the actor use (RoutePublished).
+// publish stores the counters readers outside the actor use (routePublished).
 // It runs after every message, and stores only what changed: the route is
 // the single writer, so a load tells what is there, and a store is a full
 // barrier on the cache line the supervisor and the gauges read, while a

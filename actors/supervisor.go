@@ -30,7 +30,7 @@ type SupervisorConfig struct {
 	Incarnation *atomic.Pointer[Incarnation]
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.
-	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer
+	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer
 
 	// Fleet is the node's fleet budget keeper (fleet.Keeper.PID); nil = no
 	// fleet budget. With it the supervisor tells the keeper each route's
@@ -98,7 +98,7 @@ const SupervisorInlineBudget = 16
 func SupervisorMailbox() actor.MailboxProducer { return InlineMailbox(SupervisorInlineBudget) }
 
 type routeEntry struct {
-	h        *RouteHandle
+	h        *routeHandle
 	name     string        // h.Key.String(): the fleet budget's route
 	host     string        // the target's host:port (MaxConnsPerHost)
 	done     chan struct{} // h.Done, closed once the route actor has stopped
@@ -273,8 +273,8 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		m.Ticket.Deliver(e.h)
 		return
 	}
-	pub := &RoutePublished{}
-	fp := &FleetPublished{}
+	pub := &routePublished{}
+	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
 		newRoute = NewRoute
@@ -283,7 +283,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
 	pid := ctx.Spawn(props)
 	done := make(chan struct{})
-	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
+	e := &routeEntry{h: &routeHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
 	s.addRoute(e)
 	s.fleetRouteStarted(e)
 	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
@@ -457,7 +457,7 @@ func (s *Supervisor) onExpiryTick(ctx actor.Context) {
 }
 
 func (s *Supervisor) statsResponse() StatsResponse {
-	hs := make([]*RouteHandle, 0, len(s.list))
+	hs := make([]*routeHandle, 0, len(s.list))
 	for _, e := range s.list {
 		hs = append(hs, e.h)
 	}

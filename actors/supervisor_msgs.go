@@ -18,25 +18,25 @@ import (
 // SupervisorConfig.Incarnation's Done.
 type RouteRequest struct {
 	Key    route.Key
-	Ticket *wait.Ticket[*RouteHandle]
+	Ticket *wait.Ticket[*routeHandle]
 }
 
-// RouteHandle is what the front door keeps of a route actor. Done is closed by
+// routeHandle is what the pool keeps of a route actor. Done is closed by
 // the supervisor when the route actor has stopped, whatever the reason (client
 // closed, panic, supervisor failure): every wait on the route selects on it.
-type RouteHandle struct {
+type routeHandle struct {
 	Key   route.Key
 	PID   *actor.PID
-	Pub   *RoutePublished
-	Fleet *FleetPublished
+	Pub   *routePublished
+	Fleet *fleetPublished
 	Done  <-chan struct{}
 }
 
-// FleetPublished is a route's fleet budget as the supervisor enforces it
+// fleetPublished is a route's fleet budget as the supervisor enforces it
 // (SupervisorConfig.Fleet). The supervisor is the single writer of every
 // field, when the keeper's fleet.ShareChanged arrives; Stats and the
 // connactor.fleet.share gauge read them. Both stay 0 without a fleet budget.
-type FleetPublished struct {
+type fleetPublished struct {
 	Share  atomic.Int32 // this node's share: the most connections the route may hold
 	Budget atomic.Int32 // the fleet-wide budget the share is part of (0 until the first share)
 }
@@ -75,7 +75,7 @@ type StatsRequest struct {
 
 // StatsResponse answers a StatsRequest.
 type StatsResponse struct {
-	Routes                 []*RouteHandle
+	Routes                 []*routeHandle
 	Total, MaxTotal        int // connections open or being dialed, and the limit
 	PermitWaiters          int
 	Evictions, Expired     uint64

@@ -21,7 +21,7 @@ import (
 type fakeRoute struct {
 	key    route.Key
 	sup    *actor.PID
-	pub    *RoutePublished
+	pub    *routePublished
 	events chan string // "granted", "evict-asked"
 	idle   int
 	self   *actor.PID
@@ -84,7 +84,7 @@ func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *Superv
 		Go:            wg.Go,
 		Logger:        quiet,
 		Incarnation:   &inc,
-		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
+		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
 			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: pub, events: h.events} }
 		},
 	}
@@ -106,7 +106,7 @@ func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *Superv
 }
 
 func (h *supHarness) route(name string) *actor.PID {
-	tk := &wait.Ticket[*RouteHandle]{}
+	tk := &wait.Ticket[*routeHandle]{}
 	h.sys.Root.Send(h.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: tk})
 	rh, err := result(h.t, tk)
 	if err != nil {
@@ -244,7 +244,7 @@ func TestSupervisorRouteListFollowsStartsAndStops(t *testing.T) {
 	s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
 	es := make([]*routeEntry, 6)
 	for i := range es {
-		es[i] = entryN(i, &RoutePublished{})
+		es[i] = entryN(i, &routePublished{})
 		s.addRoute(es[i])
 	}
 	check := func(when string) {
