@@ -186,22 +186,18 @@ func (p *pool) release(h *routeHandle, reusable bool, ls ...Lease) {
 
 func (p *pool) stats(h *routeHandle) routeReport {
 	p.tb.Helper()
-	reply := make(chan routeReport, 1)
-	p.sys.Root.Send(h.PID, &RouteStatsRequest{Reply: reply})
-	select {
-	case r := <-reply:
-		return r
-	case <-time.After(10 * time.Second):
-		p.tb.Fatal("no route stats in 10s")
-	}
-	return routeReport{}
+	t := &wait.Ticket[routeReport]{}
+	p.sys.Root.Send(h.PID, &RouteStatsRequest{Ticket: t})
+	r, _ := result(p.tb, t)
+	return r
 }
 
 func (p *pool) supStats() StatsResponse {
 	p.tb.Helper()
-	reply := make(chan StatsResponse, 1)
-	p.sys.Root.Send(p.sup, &StatsRequest{Reply: reply})
-	return <-reply
+	t := &wait.Ticket[StatsResponse]{}
+	p.sys.Root.Send(p.sup, &StatsRequest{Ticket: t})
+	r, _ := result(p.tb, t)
+	return r
 }
 
 // idleRoute starts route name with n idle connections.

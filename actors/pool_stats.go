@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/internal/jsonsec"
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -108,24 +109,20 @@ func (p *Pool) Stats() (Stats, bool) {
 	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
 		PendingPermits: sr.PermitWaiters, DialFailures: sr.DialFailures, RouteFailures: sr.Restarts}
 	st.InFlight, st.PendingAdmission = p.admission.Held()
-	replies := make([]chan routeReport, len(sr.Routes))
+	tickets := make([]wait.Ticket[routeReport], len(sr.Routes))
 	for i, h := range sr.Routes {
-		replies[i] = make(chan routeReport, 1)
-		p.sys.Root.Send(h.PID, &RouteStatsRequest{Reply: replies[i]})
+		p.sys.Root.Send(h.PID, &RouteStatsRequest{Ticket: &tickets[i]})
 	}
 	for i, h := range sr.Routes {
+		t := &tickets[i]
 		select {
-		case r := <-replies[i]:
-			st.Routes = append(st.Routes, h.stats(r))
-		case <-h.Done:
-			// Stopped under us. An answer sent before it stopped is there.
-			select {
-			case r := <-replies[i]:
-				st.Routes = append(st.Routes, h.stats(r))
-			default:
-			}
+		case <-t.Ready():
+		case <-h.Done: // stopped under us: an answer given before it stopped is there
 		case <-p.closed:
 			return Stats{}, false
+		}
+		if r, _, ok := t.Result(); ok {
+			st.Routes = append(st.Routes, h.stats(r))
 		}
 	}
 	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
@@ -149,10 +146,11 @@ func (h *routeHandle) stats(r routeReport) route.Stats {
 // supervisorStats asks the supervisor for its counts and its routes; false
 // when the pool closed meanwhile.
 func (p *Pool) supervisorStats() (StatsResponse, bool) {
-	reply := make(chan StatsResponse, 1)
-	p.sys.Root.Send(p.sup, &StatsRequest{Reply: reply})
+	t := &wait.Ticket[StatsResponse]{}
+	p.sys.Root.Send(p.sup, &StatsRequest{Ticket: t})
 	select {
-	case sr := <-reply:
+	case <-t.Ready():
+		sr, _, _ := t.Result()
 		return sr, true
 	case <-p.closed:
 		return StatsResponse{}, false
@@ -171,14 +169,13 @@ func (p *Pool) CloseIdle() {
 	if !ok {
 		return
 	}
-	replies := make([]chan int, len(sr.Routes))
+	tickets := make([]wait.Ticket[int], len(sr.Routes))
 	for i, h := range sr.Routes {
-		replies[i] = make(chan int, 1)
-		p.sys.Root.Send(h.PID, &CloseIdleRequest{Reply: replies[i]})
+		p.sys.Root.Send(h.PID, &CloseIdleRequest{Ticket: &tickets[i]})
 	}
 	for i, h := range sr.Routes {
 		select {
-		case <-replies[i]:
+		case <-tickets[i].Ready():
 		case <-h.Done:
 		case <-p.closed:
 			return

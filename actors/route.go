@@ -191,7 +191,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onLeaseCancelled(ctx, m)
 	case *Released:
 		r.onReleased(ctx, m)
-	case *PermitResponse:
+	case *PermitGranted:
 		r.onPermit(ctx)
 	case *RoomWanted:
 		r.roomWanted, r.shed = m.Wanted, m.Shed
@@ -207,7 +207,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
-	case *conn.RecycleResponse:
+	case *conn.Recycled:
 		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:
 		r.onStreamsChanged(ctx, m)
@@ -227,9 +227,9 @@ func (r *Route) Receive(ctx actor.Context) {
 		for len(r.idle) > 0 {
 			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
 		}
-		m.Reply <- n
+		m.Ticket.Deliver(n)
 	case *RouteStatsRequest:
-		m.Reply <- r.stats()
+		m.Ticket.Deliver(r.stats())
 		return
 	case *actor.Started:
 		r.self = ctx.Self()

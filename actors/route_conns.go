@@ -167,7 +167,7 @@ func (r *Route) onEvictIdle(ctx actor.Context) {
 	}
 	r.wantConns(ctx)
 	r.publish()
-	ctx.Send(r.sup, &EvictIdleResponse{From: r.self, Evicted: evicted})
+	ctx.Send(r.sup, &IdleEvicted{From: r.self, Evicted: evicted})
 }
 
 func (r *Route) onExpire(ctx actor.Context, now time.Time) {
@@ -249,7 +249,7 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 // spares stop with the route, or once the route has had no connection for
 // MaxIdleTime (expireSpares), so a quiet route keeps none.
 type spareConns struct {
-	pids      []*actor.PID // recycled (RecycleResponse), ready for a DialRequest
+	pids      []*actor.PID // recycled (Recycled), ready for a DialRequest
 	recycling []*actor.PID // sent a RecycleRequest, not answered yet
 	emptied   time.Time    // when the route's last connection closed
 }
@@ -278,7 +278,7 @@ func (s *spareConns) take() *actor.PID {
 	return pid
 }
 
-// recycled: a connection actor answered a RecycleRequest (RecycleResponse)
+// recycled: a connection actor answered a RecycleRequest (Recycled)
 // and is spare.
 func (s *spareConns) recycled(pid *actor.PID) {
 	if drop(&s.recycling, pid) {

@@ -91,10 +91,11 @@ type Released struct {
 	Idle     time.Duration
 }
 
-// PermitResponse is sent by the supervisor to a route that asked for a
-// connection permit (PermitRequest): the route may open one more connection.
-// A route that no longer needs it sends PermitReturned.
-type PermitResponse struct{}
+// PermitGranted is sent by the supervisor to a route that asked for a
+// connection permit (PermitRequest), when one is free: the route may open one
+// more connection. An event, as every answer to an actor is (see the package
+// documentation). A route that no longer needs it sends PermitReturned.
+type PermitGranted struct{}
 
 // RoomWanted is sent by the supervisor to routes holding connections when
 // other routes wait for room under MaxConnsTotal or MaxConnsPerHost and no
@@ -110,7 +111,7 @@ type RoomWanted struct{ Wanted, Shed bool }
 // EvictIdleRequest is sent by the supervisor to the route holding the least
 // recently used idle connection when another route needs room under
 // MaxConnsTotal. The route closes that connection (ConnClosed follows) and
-// answers EvictIdleResponse.
+// tells the supervisor with the event IdleEvicted.
 type EvictIdleRequest struct{}
 
 // ExpiryTicked is sent by the supervisor's expiry timer to routes with idle
@@ -120,17 +121,17 @@ type EvictIdleRequest struct{}
 // waited longer than LongWait.
 type ExpiryTicked struct{ Now time.Time }
 
-// CloseIdleRequest is sent by the front door (Client.CloseIdleConnections) to
-// every route actor, which closes all its idle connections and answers on
-// Reply (cap 1) with how many it closed.
+// CloseIdleRequest is sent by the pool (Pool.CloseIdle) to every route
+// actor, which closes all its idle connections and answers through Ticket
+// (Deliver) with how many it closed.
 type CloseIdleRequest struct {
-	Reply chan int
+	Ticket *wait.Ticket[int]
 }
 
-// RouteStatsRequest is sent by the pool (Pool.Stats) to a route actor,
-// which answers a routeReport on Reply (which must have room).
+// RouteStatsRequest is sent by the pool (Pool.Stats) to a route actor, which
+// answers through Ticket (Deliver) with its snapshot.
 type RouteStatsRequest struct {
-	Reply chan routeReport
+	Ticket *wait.Ticket[routeReport]
 }
 
 // routeReport answers a RouteStatsRequest: the route's snapshot, and how many

@@ -90,7 +90,7 @@ const SupervisorInlineBudget = 16
 // SupervisorMailbox returns the supervisor's mailbox producer: inline-first
 // (see InlineMailbox), like the routes'. The supervisor never blocks, so a
 // PermitRequest or a ConnClosed is handled on the sending route's goroutine
-// (usually a caller's), and the PermitResponse it sends back queues behind
+// (usually a caller's), and the PermitGranted it sends back queues behind
 // the route's current message on that same goroutine: a dial costs no
 // goroutine switch and no goroutine started for the supervisor (protoactor's
 // default mailbox starts one per wake-up, whose stack then grows through the
@@ -170,14 +170,14 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.freePlace(ctx, m.From)
 	case *ConnClosed:
 		s.onConnClosed(ctx, m)
-	case *EvictIdleResponse:
-		s.onEvictIdleResponse(ctx, m)
+	case *IdleEvicted:
+		s.onIdleEvicted(ctx, m)
 	case *fleet.ShareChanged:
 		s.onShareChanged(ctx, m)
 	case *fleetTick:
 		s.onFleetTick(ctx)
 	case *StatsRequest:
-		m.Reply <- s.statsResponse()
+		m.Ticket.Deliver(s.statsResponse())
 		return
 	case *expiryTick:
 		s.onExpiryTick(ctx)
@@ -333,7 +333,7 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 		e.held++
 		s.total++
 		s.hostHeld[e.host]++
-		ctx.Send(pid, &PermitResponse{})
+		ctx.Send(pid, &PermitGranted{})
 		s.report(ctx, e)
 	}
 	s.wantRoom(ctx, false, "")

@@ -42,11 +42,12 @@ type fleetPublished struct {
 }
 
 // PermitRequest is sent by a route actor to the supervisor: it needs one more
-// connection. Answered with PermitResponse (sent to From) when MaxConnsTotal
-// allows, at once or after an eviction or a close elsewhere, in FIFO order.
+// connection. The supervisor grants it with the event PermitGranted (sent to
+// From) when MaxConnsTotal allows, at once or after an eviction or a close
+// elsewhere, in FIFO order.
 type PermitRequest struct{ From *actor.PID }
 
-// PermitReturned is sent by a route actor that received a PermitResponse it no
+// PermitReturned is sent by a route actor that received a PermitGranted it no
 // longer needs (its waiter left). No reply.
 type PermitReturned struct{ From *actor.PID }
 
@@ -58,22 +59,23 @@ type ConnClosed struct {
 	Reason route.CloseReason
 }
 
-// EvictIdleResponse answers an EvictIdleRequest: whether the route closed an
-// idle connection (if it did, its ConnClosed was sent first).
-type EvictIdleResponse struct {
+// IdleEvicted is sent by a route actor to the supervisor once it handled an
+// EvictIdleRequest: whether it closed an idle connection (if it did, its
+// ConnClosed was sent first). No reply.
+type IdleEvicted struct {
 	From    *actor.PID
 	Evicted bool
 }
 
-// StatsRequest is sent by the front door (Client.Stats) to the supervisor,
-// which answers a StatsResponse on Reply (cap 1). The front door then asks each
-// route for its snapshot itself, so that the supervisor never waits
-// for its routes.
+// StatsRequest is sent by the pool (Pool.Stats, Pool.CloseIdle) to the
+// supervisor, which answers through Ticket (Deliver) with its counts and
+// routes. The pool then asks each route itself, so that the supervisor never
+// waits for its routes.
 type StatsRequest struct {
-	Reply chan StatsResponse
+	Ticket *wait.Ticket[StatsResponse]
 }
 
-// StatsResponse answers a StatsRequest.
+// StatsResponse is the supervisor's answer to a StatsRequest.
 type StatsResponse struct {
 	Routes                 []*routeHandle
 	Total, MaxTotal        int // connections open or being dialed, and the limit

@@ -40,7 +40,7 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 		f.self = ctx.Self()
 	case *askPermit:
 		ctx.Send(f.sup, &PermitRequest{From: f.self})
-	case *PermitResponse:
+	case *PermitGranted:
 		f.events <- f.key.Host + " granted"
 	case *RoomWanted:
 		f.events <- f.key.Host + fmt.Sprintf(" room-wanted=%v", m.Wanted)
@@ -61,7 +61,7 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 			}
 			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: route.ReasonEvicted})
 		}
-		ctx.Send(f.sup, &EvictIdleResponse{From: f.self, Evicted: true})
+		ctx.Send(f.sup, &IdleEvicted{From: f.self, Evicted: true})
 	}
 }
 
