@@ -68,7 +68,7 @@ func (r *Route) onPermit(ctx actor.Context) {
 	} else {
 		pid = ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
 	}
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1,
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1, proto: http1Conn{},
 		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand())}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
@@ -93,9 +93,10 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
 	r.proto = protoH1
-	if m.H2 != nil {
-		cs.h2, r.proto = m.H2, protoH2
-		r.refreshH2(cs)
+	if m.H2 != nil { // the protocol is decided here, once
+		h := &http2Conn{cs: cs, conn: m.H2}
+		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
+		r.refreshH2(h)
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, m.Took)
@@ -199,7 +200,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 	if !r.closed { // when the route stops, protoactor stops its children itself
 		// An actor that failed (route.ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.
-		if reason != route.ReasonError && cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		if reason != route.ReasonError && cs.phase != phaseDialing && cs.proto.exclusive() && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
 			// The inline mailbox may run the recycle here, and it waits
 			// for a running idle watcher: only for its peek to return,
@@ -212,6 +213,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 	}
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
+	delete(r.h2, cs.id)
 	if len(r.conns) == 0 {
 		r.spares.emptied = r.clock()
 	}
