@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkDial: what a new connection costs the pool beyond the connect
-// itself, driven as the front door drives it. One op: a LeaseRequest that
+// itself, driven as the pool drives it. One op: a LeaseRequest that
 // finds no idle connection, the route's permit round with the supervisor, a
 // connection actor spawned, its dial (net.Pipe through DialContext: no
 // network), Dialed, the grant; then a Released that is not reusable, which

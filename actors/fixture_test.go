@@ -30,7 +30,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // connections are net.Pipe ends, dialed through conn.Options.DialContext: no
 // listener and no network. The far ends are held and never written, so an
 // idle watch blocks until the connection closes. Tests drive the actors with
-// their messages, as the client front door does.
+// their messages, as the pool does.
 type pool struct {
 	tb     testing.TB
 	sys    *actor.ActorSystem

@@ -13,7 +13,7 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// LeaseRequest is sent by the front door (on the caller's goroutine) to a route
+// LeaseRequest is sent by the pool (Call.Lease, on the caller's goroutine) to a route
 // actor: lease a connection for one request. It is answered through Ticket,
 // exactly once: Deliver(Lease), or Reject(err) with ErrRouteClosed or the dial
 // error of the connection meant for it. Waiters are served in arrival order. A
@@ -35,7 +35,7 @@ type LeaseRequest struct {
 	Avoid uint64
 }
 
-// LeaseCancelled is sent by the front door to the route actor after it
+// LeaseCancelled is sent by the pool to the route actor after it
 // cancelled the ticket of its LeaseRequest (context ended, LeaseTimeout, Close).
 // No reply. The route drops the waiter from its queue and, if the lease had
 // been delivered just before the cancel (Ticket.Returned), takes the

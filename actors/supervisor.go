@@ -26,7 +26,7 @@ type SupervisorConfig struct {
 	Logger *slog.Logger
 	// Incarnation is where the supervisor publishes its current incarnation.
 	// Written by the supervisor only (when it starts, restarts or stops); read
-	// by the front door, whose RouteRequest waits select on its Done.
+	// by the pool, whose RouteRequest waits select on its Done.
 	Incarnation *atomic.Pointer[Incarnation]
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.

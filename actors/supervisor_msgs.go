@@ -9,9 +9,9 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// RouteRequest is sent by the front door to the supervisor to find (or start)
+// RouteRequest is sent by the pool to the supervisor to find (or start)
 // the route actor of Key. It is answered through Ticket: Deliver(the route's
-// handle), or Reject(ErrClosing) once the client is closing. The front door
+// handle), or Reject(ErrClosing) once the client is closing. The pool
 // caches handles until their Done channel closes, so the supervisor sees one
 // RouteRequest per route, not one per request. A RouteRequest lost to a failure
 // of the supervisor is never answered: waiters also select on

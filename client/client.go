@@ -22,7 +22,9 @@ import (
 	"github.com/connactor/connactor/telemetry"
 )
 
-// Client is an HTTP/1.1 client connection manager. It is safe for concurrent use.
+// Client is an HTTP/1.1 and HTTP/2 client: an http.RoundTripper whose
+// connections are pooled by actors (actors.Pool), with limits per route and
+// in total. It is safe for concurrent use.
 type Client struct {
 	userCfg  Config // as given to New (for Clone)
 	cfg      Config

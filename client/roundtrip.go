@@ -23,8 +23,9 @@ import (
 //
 // The life of a request: admission (a FIFO semaphore, an atomic while under
 // MaxConcurrentRequests); a LeaseRequest to the route actor, answered through
-// its ticket; an ExchangeRequest to the connection actor, run on this
-// goroutine; and, when the body ends, a Released to the route actor.
+// its ticket; the exchange on the leased connection, run on this goroutine;
+// and, when the body ends, a Released to the route actor. Package actors'
+// documentation maps every hop.
 func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.roundTrip(req, nil)
 }
