@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // crashHook makes the actor of kind ("route", "supervisor") that receives a
@@ -52,10 +53,10 @@ func holdOne(t *testing.T, p *Pool, url string) *http.Response {
 // with an error within 100 ms, not at Close; the pool keeps serving new
 // requests within its limits.
 func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
-	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := okServer(t)
 	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, MaxConnsTotal: 1, Fault: crashHook})
-	held := holdOne(t, p, srv.URL)
-	errs := waitingCallers(t, p, srv.URL, 50)
+	held := holdOne(t, p, srv.URL())
+	errs := waitingCallers(t, p, srv.URL(), 50)
 	h := p.cachedRoute(t)
 
 	start := time.Now()
@@ -78,24 +79,24 @@ func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
 	// A request racing the crash may still reach the dying route (and fail as
 	// not sent); once its Done is closed, requests go to a new route actor.
 	<-h.Done
-	if got := get(t, p, srv.URL); got != "ok" {
+	if got := get(t, p, srv.URL()); got != faultserver.Body("") {
 		t.Fatalf("after the crash: %q", got)
 	}
 	st := snapshot(t, p)
 	if st.RouteFailures != 1 || st.Connections > 1 || st.Leased != 0 || st.Pending != 0 {
 		t.Fatalf("after the crash: %+v", st)
 	}
-	srv.waitOpenAtMost(t, 1)
+	waitOpenAtMost(t, srv, 1)
 }
 
 // A supervisor that panics while callers wait is restarted; every waiter is
 // answered with an error at once, and the pool serves new requests within its
 // limits.
 func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
-	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := okServer(t)
 	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, MaxConnsTotal: 1, Fault: crashHook})
-	held := holdOne(t, p, srv.URL)
-	errs := waitingCallers(t, p, srv.URL, 20)
+	held := holdOne(t, p, srv.URL())
+	errs := waitingCallers(t, p, srv.URL(), 20)
 
 	start := time.Now()
 	p.sys.Root.Send(p.sup, &crashNow{kind: "supervisor"})
@@ -115,7 +116,7 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 			defer wg.Done()
 			// The first requests may still meet the restart: ask until served.
 			for try := 0; ; try++ {
-				resp, err := roundTrip(p, newGet(t, srv.URL))
+				resp, err := roundTrip(p, newGet(t, srv.URL()))
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -132,7 +133,7 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 	if st := snapshot(t, p); st.Connections > 1 {
 		t.Fatalf("after the restart: %+v", st)
 	}
-	srv.waitOpenAtMost(t, 1)
+	waitOpenAtMost(t, srv, 1)
 }
 
 // cachedRoute returns the one route the pool knows.
@@ -151,23 +152,23 @@ func (p *Pool) cachedRoute(t *testing.T) *routeHandle {
 // connection and dials another, and every waiting caller is served, within
 // the limit.
 func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
-	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	srv := okServer(t)
 	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, MaxConnsTotal: 1, Fault: func(kind string, msg any) {
 		if m, ok := msg.(*conn.ExchangeRequest); ok && kind == "conn" && m.Req.URL.Path == "/crash" {
 			panic("injected connection failure")
 		}
 	}})
-	get(t, p, srv.URL) // a connection, idle
+	get(t, p, srv.URL()) // a connection, idle
 	start := time.Now()
 	crashed := make(chan error, 1)
 	go func() {
-		_, err := roundTrip(p, newGet(t, srv.URL+"/crash"))
+		_, err := roundTrip(p, newGet(t, srv.URL()+"/crash"))
 		crashed <- err
 	}()
 	errs := make(chan error, 20)
 	for i := 0; i < 20; i++ {
 		go func() {
-			resp, err := roundTrip(p, newGet(t, srv.URL))
+			resp, err := roundTrip(p, newGet(t, srv.URL()))
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -192,5 +193,5 @@ func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
 	if st.Routes[0].ClosedBy["error"] < 1 || st.Connections > 1 || st.Leased != 0 {
 		t.Fatalf("after the crash: %+v", st.Routes[0])
 	}
-	srv.waitOpenAtMost(t, 1)
+	waitOpenAtMost(t, srv, 1)
 }

@@ -1,18 +1,16 @@
 package actors
 
 import (
-	"fmt"
+	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 	"github.com/connactor/connactor/route"
 )
 
@@ -86,15 +84,15 @@ func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
 func get(t *testing.T, p *Pool, url string) string {
 	t.Helper()
 	resp, err := roundTrip(p, newGet(t, url))
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	if err == nil {
+		defer resp.Body.Close()
+		var b []byte
+		if b, err = io.ReadAll(resp.Body); err == nil {
+			return string(b)
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: reading body: %v", url, err)
-	}
-	return string(b)
+	t.Fatalf("GET %s: %v", url, err)
+	return ""
 }
 
 func newGet(t *testing.T, url string) *http.Request {
@@ -106,38 +104,28 @@ func newGet(t *testing.T, url string) *http.Request {
 	return req
 }
 
-// countingServer is an httptest server that counts the connections it
-// accepted and saw closed.
-type countingServer struct {
-	*httptest.Server
-	newConns, closedConns atomic.Int64
-}
-
-func newCountingServer(t *testing.T, h http.HandlerFunc) *countingServer {
+// okServer starts a server on loopback that answers every request with a
+// 200 (faultserver.OK) and counts its connections; the test closes it.
+func okServer(t *testing.T) *faultserver.Server {
 	t.Helper()
-	s := &countingServer{}
-	s.Server = httptest.NewUnstartedServer(h)
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		switch st {
-		case http.StateNew:
-			s.newConns.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			s.closedConns.Add(1)
-		}
+	srv, err := faultserver.Start(faultserver.Config{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
+	t.Cleanup(func() { srv.Close() })
+	return srv
 }
 
-// waitOpenAtMost waits until the server sees at most n connections open. It
-// learns of a close when its read ends, which may be after it accepted the
-// next connection.
-func (s *countingServer) waitOpenAtMost(t *testing.T, n int64) {
+// waitOpenAtMost waits until srv sees at most n connections open. It learns
+// of a close when its read ends, which may be after it accepted the next
+// connection.
+func waitOpenAtMost(t *testing.T, srv *faultserver.Server, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("the server to see at most %d connections open", n), func() bool {
-		return s.newConns.Load()-s.closedConns.Load() <= n
-	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := srv.Wait(ctx, func(c faultserver.Counts) bool { return c.Open() <= n }); err != nil {
+		t.Fatalf("the server sees %d connections open, want at most %d: %v", srv.Counts().Open(), n, err)
+	}
 }
 
 func quietFactory(*actor.ActorSystem) *slog.Logger { return quiet }
