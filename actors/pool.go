@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -264,6 +263,3 @@ func (p *Pool) Close(ctx context.Context) error {
 	})
 	return err
 }
-
-// String names the pool in logs.
-func (p *Pool) String() string { return fmt.Sprintf("connactor pool %s", p.sup) }

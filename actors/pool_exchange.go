@@ -126,14 +126,14 @@ func (x *Exchange) ConnID() uint64 { return x.got.ConnID }
 // connection is not re-used.
 func (x *Exchange) Early() error { return x.early }
 
-// Exchange sends req on the leased connection and waits for the response
+// RoundTrip sends req on the leased connection and waits for the response
 // head. The connection actor runs the exchange on this goroutine and answers
 // (through the exchange's ticket) before Send returns, unless its mailbox was
 // busy; a connection actor stopped with its route before it saw the request
 // never answers, which the route's Done tells. On success the response's body
 // holds the lease (and the call's admission) until it is read to its end or
 // closed; on failure the lease is released.
-func (x *Exchange) Exchange(req *http.Request) (*http.Response, error) {
+func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	if x.got.H2 != nil {

@@ -67,7 +67,7 @@ func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
 			call.Leave()
 			return nil, err
 		}
-		resp, err := x.Exchange(req)
+		resp, err := x.RoundTrip(req)
 		if err == nil {
 			return resp, nil
 		}

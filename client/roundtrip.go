@@ -109,7 +109,7 @@ func (c *Client) send(call *actors.Call, req *http.Request, tel *telemetry.Reque
 				return nil, nil, err
 			}
 		}
-		resp, err := x.Exchange(req)
+		resp, err := x.RoundTrip(req)
 		if err == nil {
 			return resp, x.Early(), nil
 		}
