@@ -29,6 +29,12 @@ var ErrQueueFull error = &policyError{msg: "connactor: route's wait queue is ful
 // dial's error stays reachable with errors.As.
 var ErrRouteUnavailable error = &policyError{msg: "connactor: route unavailable: its dials keep failing", kind: "route_unavailable"}
 
+// ErrInvalidRequest is returned (with ErrNotSent) for requests refused before
+// anything is written: nil request or URL, invalid method or Host, header
+// names or values with CR, LF or other invalid bytes. The message is
+// net/http's, which libraries match.
+var ErrInvalidRequest = errors.New("connactor: invalid request")
+
 // Errors of the connections, as conn defines them: see there.
 var (
 	ErrNotSent                = conn.ErrNotSent

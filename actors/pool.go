@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +44,8 @@ type PoolConfig struct {
 	ExpectContinueTimeout  time.Duration
 	MaxResponseHeaderBytes int64
 	DialContext            func(ctx context.Context, network, addr string) (net.Conn, error)
-	ProxyCredentials       *route.Credentials // the proxies' credentials, kept out of route keys
-	Protocols              *http.Protocols    // nil = HTTP/1 and HTTP/2
+	Proxy                  func(*http.Request) (*url.URL, error) // nil = direct
+	Protocols              *http.Protocols                       // nil = HTTP/1 and HTTP/2
 	HTTP2                  *http.HTTP2Config
 	DisableCompression     bool
 
@@ -76,6 +77,7 @@ type Pool struct {
 	inc       atomic.Pointer[Incarnation]
 	admission *wait.Semaphore // MaxConcurrentRequests
 	connOpt   conn.Options
+	routeOpt  route.Options
 	tel       *telemetry.Telemetry
 	fleet     bool // a fleet keeper runs (PoolConfig.StartFleet)
 
@@ -109,6 +111,10 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		// full handshake.
 		tlsCfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	}
+	// Proxy credentials stay out of route keys (and so out of logs and Stats):
+	// routing remembers them here and the dial looks them up.
+	creds := &route.Credentials{}
+	p.routeOpt = route.Options{Proxy: cfg.Proxy, Credentials: creds}
 	alpn, h2c := alpnOf(cfg.Protocols)
 	p.connOpt = conn.Options{
 		ALPN:                   alpn,
@@ -121,7 +127,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
 		DialContext:            cfg.DialContext,
-		ProxyCredentials:       cfg.ProxyCredentials,
+		ProxyCredentials:       creds,
 		Go:                     p.wg.Go,
 		Logger:                 cfg.Logger,
 		Fault:                  cfg.Fault,

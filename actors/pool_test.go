@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/internal/testkit/faultserver"
-	"github.com/connactor/connactor/route"
 )
 
 // The Pool's own tests drive it through its API as the client does (Call,
@@ -36,7 +35,6 @@ func newTestPool(t *testing.T, cfg PoolConfig) *Pool {
 	cfg.ExpiryInterval = time.Second
 	cfg.MaxResponseHeaderBytes = 1 << 20
 	cfg.ExpectContinueTimeout = time.Second
-	cfg.ProxyCredentials = &route.Credentials{}
 	cfg.Logger = quiet
 	cfg.LoggerFactory = quietFactory
 	p, err := NewPool(cfg)
@@ -51,7 +49,7 @@ func newTestPool(t *testing.T, cfg PoolConfig) *Pool {
 // exchange, replayed as Exchange.Replay allows (without the client's retry
 // budget).
 func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
-	key, err := route.FromRequest(req, "", route.Options{})
+	key, err := p.Key(req, "")
 	if err != nil {
 		return nil, err
 	}

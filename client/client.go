@@ -18,7 +18,6 @@ import (
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/internal/dispatch"
-	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
 
@@ -26,14 +25,13 @@ import (
 // connections are pooled by actors (actors.Pool), with limits per route and
 // in total. It is safe for concurrent use.
 type Client struct {
-	userCfg  Config // as given to New (for Clone)
-	cfg      Config
-	pool     *actors.Pool
-	bridge   *actor.PID   // the actor that serves callers that are actors (bridge.go)
-	budget   *retryBudget // Config.RetryBudget
-	routeOpt route.Options
-	tel      *telemetry.Telemetry // spans, metrics and logs
-	keeper   *fleet.Keeper        // the node's fleet budget shares (fleet.go); nil without a fleet budget
+	userCfg Config // as given to New (for Clone)
+	cfg     Config
+	pool    *actors.Pool
+	bridge  *actor.PID           // the actor that serves callers that are actors (bridge.go)
+	budget  *retryBudget         // Config.RetryBudget
+	tel     *telemetry.Telemetry // spans, metrics and logs
+	keeper  *fleet.Keeper        // the node's fleet budget shares (fleet.go); nil without a fleet budget
 
 	wg        conc.WaitGroup       // actor callers' requests, Send's requests and handler workers
 	disp      *dispatch.Dispatcher // Send's Handles and handler workers (dispatch.go)
@@ -52,10 +50,6 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{userCfg: userCfg, cfg: cfg, budget: newRetryBudget(cfg.RetryBudget)}
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
-	// Proxy credentials stay out of route keys (and so out of logs and Stats):
-	// routing remembers them here and the dial looks them up.
-	creds := &route.Credentials{}
-	c.routeOpt = route.Options{Proxy: cfg.Proxy, Credentials: creds}
 	pc := actors.PoolConfig{
 		MaxConnsPerRoute:      cfg.MaxConnsPerRoute,
 		MaxConnsTotal:         cfg.MaxConnsTotal,
@@ -77,7 +71,7 @@ func New(cfg Config) (*Client, error) {
 		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		DialContext:            cfg.DialContext,
-		ProxyCredentials:       creds,
+		Proxy:                  cfg.Proxy,
 		Protocols:              cfg.Protocols,
 		HTTP2:                  cfg.HTTP2,
 		DisableCompression:     cfg.DisableCompression,

@@ -14,10 +14,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/connactor/connactor/actors"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/connactor/connactor/actors"
 )
 
 // Config configures a Client. Zero values mean the documented defaults; New

@@ -72,7 +72,7 @@ var ErrResponseHeaderTimeout = actors.ErrResponseHeaderTimeout
 // names or values with CR, LF or other invalid bytes. The message is
 // net/http's ("net/http: invalid header field value for \"X\"", ...), which
 // libraries match.
-var ErrInvalidRequest = errors.New("connactor: invalid request")
+var ErrInvalidRequest = actors.ErrInvalidRequest
 
 // ErrUnsupportedScheme is returned (wrapped, with ErrNotSent) for URL schemes
 // other than http and https, as net/http words it: `unsupported protocol

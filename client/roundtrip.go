@@ -7,7 +7,6 @@ import (
 
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/internal/dispatch"
-	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
 
@@ -34,7 +33,11 @@ func (c *Client) RoundTrip(req *http.Request) (*http.Response, error) {
 // RoundTrip): it tells them when the request holds a connection, and asks
 // them about non-fatal problems (see dispatch.Hooks).
 func (c *Client) roundTrip(req *http.Request, hooks dispatch.Hooks) (*http.Response, error) {
-	key, err := c.check(req)
+	var identity string
+	if req != nil { // a nil request is refused by Key
+		identity = IdentityFrom(req.Context())
+	}
+	key, err := c.pool.Key(req, identity)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -67,21 +70,6 @@ func (c *Client) roundTrip(req *http.Request, hooks dispatch.Hooks) (*http.Respo
 	resp.Request = req
 	tel.Responded(resp)
 	return resp, nil
-}
-
-// check refuses, before anything is written, requests this client cannot send.
-func (c *Client) check(req *http.Request) (route.Key, error) {
-	if err := validate(req); err != nil {
-		return route.Key{}, actors.NotSent(err)
-	}
-	if c.pool.Closing() {
-		return route.Key{}, ErrClosed
-	}
-	key, err := route.FromRequest(req, IdentityFrom(req.Context()), c.routeOpt)
-	if err != nil {
-		return route.Key{}, actors.NotSent(err)
-	}
-	return key, nil
 }
 
 func (c *Client) failed(tel *telemetry.Request, err error) {
@@ -134,5 +122,11 @@ func (c *Client) send(call *actors.Call, req *http.Request, tel *telemetry.Reque
 			return nil, nil, fmt.Errorf("%w: %w", ctxErr, err)
 		}
 		return nil, nil, err
+	}
+}
+
+func closeBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		req.Body.Close()
 	}
 }

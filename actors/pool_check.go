@@ -1,11 +1,34 @@
-package client
+package actors
 
 import (
 	"fmt"
 	"net/http"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/connactor/connactor/route"
 )
+
+// Key returns the route of req, made on behalf of identity (the empty
+// identity is the anonymous one): the request's scheme, host and port, the
+// proxy PoolConfig.Proxy picks for it, the proxy's credentials and the
+// identity. It refuses, with ErrNotSent, requests that cannot be sent: an
+// invalid request (ErrInvalidRequest), an unsupported scheme or proxy, and
+// every request once the pool is closing (ErrClosed, unwrapped). It does not
+// block.
+func (p *Pool) Key(req *http.Request, identity string) (route.Key, error) {
+	if err := validate(req); err != nil {
+		return route.Key{}, NotSent(err)
+	}
+	if p.Closing() {
+		return route.Key{}, ErrClosed
+	}
+	key, err := route.FromRequest(req, identity, p.routeOpt)
+	if err != nil {
+		return route.Key{}, NotSent(err)
+	}
+	return key, nil
+}
 
 // validate refuses, before anything is written, requests net/http's writer would
 // send mangled or that would allow header injection. The messages are
@@ -55,9 +78,3 @@ func invalid(msg string) error { return &invalidRequestError{msg} }
 
 func (e *invalidRequestError) Error() string        { return e.msg }
 func (e *invalidRequestError) Is(target error) bool { return target == ErrInvalidRequest }
-
-func closeBody(req *http.Request) {
-	if req != nil && req.Body != nil {
-		req.Body.Close()
-	}
-}
