@@ -9,7 +9,7 @@ import (
 )
 
 // Micro-benchmarks of the route actor, driven by its messages as the client
-// front door drives it (LeaseRequest answered through its ticket, Released),
+// pool drives it (LeaseRequest answered through its ticket, Released),
 // under the real supervisor, with connections dialed over net.Pipe (the pool
 // fixture of fixture_test.go):
 //
@@ -20,7 +20,7 @@ import (
 // or queued on the same route and served through); memory per route actor and
 // per idle connection.
 
-// op is one lease+release as the front door makes it: one allocation holds
+// op is one lease+release as the pool makes it: one allocation holds
 // the ticket and both messages, none changed after it is sent.
 type op struct {
 	ticket wait.Ticket[Lease]
@@ -28,9 +28,9 @@ type op struct {
 	rel    Released
 }
 
-// leaseRelease is one uncontended lease+release on h, as the front door does
+// leaseRelease is one uncontended lease+release on h, as the pool does
 // it (the release is asynchronous: the next lease queues behind it).
-func leaseRelease(b *testing.B, p *pool, h *RouteHandle) {
+func leaseRelease(b *testing.B, p *pool, h *routeHandle) {
 	o := &op{}
 	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
@@ -213,7 +213,7 @@ func BenchmarkLRUIdleRoute(b *testing.B) {
 		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
 			s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
 			for i := range n {
-				pub := &RoutePublished{}
+				pub := &routePublished{}
 				pub.LRUIdleSince.Store(int64(1_000_000 + (i*7919)%n)) // distinct, not in route order
 				s.addRoute(entryN(i, pub))
 			}

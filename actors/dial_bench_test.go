@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkDial: what a new connection costs the pool beyond the connect
-// itself, driven as the front door drives it. One op: a LeaseRequest that
+// itself, driven as the pool drives it. One op: a LeaseRequest that
 // finds no idle connection, the route's permit round with the supervisor, a
 // connection actor spawned, its dial (net.Pipe through DialContext: no
 // network), Dialed, the grant; then a Released that is not reusable, which
@@ -45,7 +45,7 @@ func BenchmarkDial(b *testing.B) {
 		// connection back the same way, so both alternate.
 		p := newPool(b, 1, 1)
 		p.forget = true
-		hs := [2]*RouteHandle{p.route(hostN(0)), p.route(hostN(1))}
+		hs := [2]*routeHandle{p.route(hostN(0)), p.route(hostN(1))}
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		i := 0
@@ -67,7 +67,7 @@ func BenchmarkDial(b *testing.B) {
 
 // dialOnce leases a new connection of h (which has none idle) and releases it,
 // reusable (it stays idle) or not (it closes).
-func dialOnce(b *testing.B, p *pool, h *RouteHandle, reusable bool) {
+func dialOnce(b *testing.B, p *pool, h *routeHandle, reusable bool) {
 	o := &op{}
 	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket

@@ -30,7 +30,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // connections are net.Pipe ends, dialed through conn.Options.DialContext: no
 // listener and no network. The far ends are held and never written, so an
 // idle watch blocks until the connection closes. Tests drive the actors with
-// their messages, as the client front door does.
+// their messages, as the pool does.
 type pool struct {
 	tb     testing.TB
 	sys    *actor.ActorSystem
@@ -136,9 +136,9 @@ func (p *pool) close() {
 }
 
 // route returns the route actor of host name, starting it.
-func (p *pool) route(name string) *RouteHandle {
+func (p *pool) route(name string) *routeHandle {
 	p.tb.Helper()
-	t := &wait.Ticket[*RouteHandle]{}
+	t := &wait.Ticket[*routeHandle]{}
 	p.sys.Root.Send(p.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: t})
 	h, err := result(p.tb, t)
 	if err != nil {
@@ -148,7 +148,7 @@ func (p *pool) route(name string) *RouteHandle {
 }
 
 // ask sends a LeaseRequest to h and returns its ticket.
-func (p *pool) ask(h *RouteHandle) *wait.Ticket[Lease] {
+func (p *pool) ask(h *routeHandle) *wait.Ticket[Lease] {
 	t := &wait.Ticket[Lease]{ID: p.ids.Add(1)}
 	p.sys.Root.Send(h.PID, &LeaseRequest{Ticket: t})
 	return t
@@ -165,7 +165,7 @@ func (p *pool) leased(t *wait.Ticket[Lease]) Lease {
 }
 
 // lease asks n leases of h and waits for them.
-func (p *pool) lease(h *RouteHandle, n int) []Lease {
+func (p *pool) lease(h *routeHandle, n int) []Lease {
 	p.tb.Helper()
 	ts := make([]*wait.Ticket[Lease], n)
 	for i := range ts {
@@ -178,34 +178,30 @@ func (p *pool) lease(h *RouteHandle, n int) []Lease {
 	return out
 }
 
-func (p *pool) release(h *RouteHandle, reusable bool, ls ...Lease) {
+func (p *pool) release(h *routeHandle, reusable bool, ls ...Lease) {
 	for _, l := range ls {
 		p.sys.Root.Send(h.PID, &Released{ConnID: l.ConnID, Reusable: reusable})
 	}
 }
 
-func (p *pool) stats(h *RouteHandle) RouteStatsResponse {
+func (p *pool) stats(h *routeHandle) routeReport {
 	p.tb.Helper()
-	reply := make(chan RouteStatsResponse, 1)
-	p.sys.Root.Send(h.PID, &RouteStatsRequest{Reply: reply})
-	select {
-	case r := <-reply:
-		return r
-	case <-time.After(10 * time.Second):
-		p.tb.Fatal("no route stats in 10s")
-	}
-	return RouteStatsResponse{}
+	t := &wait.Ticket[routeReport]{}
+	p.sys.Root.Send(h.PID, &RouteStatsRequest{Ticket: t})
+	r, _ := result(p.tb, t)
+	return r
 }
 
 func (p *pool) supStats() StatsResponse {
 	p.tb.Helper()
-	reply := make(chan StatsResponse, 1)
-	p.sys.Root.Send(p.sup, &StatsRequest{Reply: reply})
-	return <-reply
+	t := &wait.Ticket[StatsResponse]{}
+	p.sys.Root.Send(p.sup, &StatsRequest{Ticket: t})
+	r, _ := result(p.tb, t)
+	return r
 }
 
 // idleRoute starts route name with n idle connections.
-func (p *pool) idleRoute(name string, n int) *RouteHandle {
+func (p *pool) idleRoute(name string, n int) *routeHandle {
 	p.tb.Helper()
 	h := p.route(name)
 	p.release(h, true, p.lease(h, n)...)
@@ -230,7 +226,7 @@ func result[T any](tb testing.TB, t *wait.Ticket[T]) (T, error) {
 
 // waiting reports whether t is still undecided after the actors have handled
 // everything sent so far (a stats round trip through the route orders it).
-func (p *pool) waiting(h *RouteHandle, t *wait.Ticket[Lease]) bool {
+func (p *pool) waiting(h *routeHandle, t *wait.Ticket[Lease]) bool {
 	p.stats(h)
 	return !t.Done()
 }
@@ -254,8 +250,8 @@ func hostN(i int) string { return fmt.Sprintf("r%d.test", i) }
 
 // entryN is the supervisor's entry for a route hostN(i) with no actor behind
 // it, for tests of the supervisor's own bookkeeping (addRoute, its passes).
-func entryN(i int, pub *RoutePublished) *routeEntry {
-	return &routeEntry{h: &RouteHandle{Key: route.Key{Scheme: "http", Host: hostN(i), Port: "80"},
+func entryN(i int, pub *routePublished) *routeEntry {
+	return &routeEntry{h: &routeHandle{Key: route.Key{Scheme: "http", Host: hostN(i), Port: "80"},
 		PID: actor.NewPID("nowhere", hostN(i)), Pub: pub}}
 }
 

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"time"
+
+	"github.com/connactor/connactor/route"
 )
 
 // Policies of a route that protect callers and upstreams. Each is a plain
@@ -31,11 +33,11 @@ const (
 func (s breakerState) String() string {
 	switch s {
 	case breakerOpen:
-		return "open"
+		return route.FailFastOpen
 	case breakerHalfOpen:
-		return "half_open"
+		return route.FailFastHalfOpen
 	}
-	return "closed"
+	return route.FailFastClosed
 }
 
 // breaker is a route's fail-fast state.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
 )
 
 func TestBreakerOpensAfterThresholdBacksOffAndClosesOnSuccess(t *testing.T) {
@@ -135,7 +136,7 @@ func TestRouteRetiresConnectionsOpenedTogetherOverTheJitterWindow(t *testing.T) 
 		if len(seconds) < 8 {
 			t.Fatalf("retirements fell on %d distinct seconds (%v): not spread", len(seconds), seconds)
 		}
-		if st := p.stats(h); st.ClosedBy[string(ReasonLifetime)] != 100 {
+		if st := p.stats(h); st.ClosedBy[string(route.ReasonLifetime)] != 100 {
 			t.Fatalf("closed by %v", st.ClosedBy)
 		}
 	})

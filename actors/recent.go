@@ -1,25 +1,8 @@
 package actors
 
-import "time"
-
 // recentMax is how many recent closes and waits a route remembers for Stats
 // and the status page.
 const recentMax = 16
-
-// ClosedConn is one recent connection close of a route, as Stats report it.
-type ClosedConn struct {
-	At     time.Time
-	Reason CloseReason
-	Age    time.Duration // since the connection was started
-	Served int           // requests it carried
-}
-
-// Wait is one recent lease that had to wait in a route's queue.
-type Wait struct {
-	At       time.Time // when it was granted
-	Waited   time.Duration
-	QueuePos int // position on arrival, 1 = first in line
-}
 
 // ring keeps the last recentMax values; a plain value owned by one actor.
 type ring[T any] struct {

@@ -12,7 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
-	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -41,10 +40,10 @@ type RouteConfig struct {
 	Rand  func() float64
 }
 
-// RoutePublished is what a route actor publishes for readers outside it,
+// routePublished is what a route actor publishes for readers outside it,
 // without a message. The route actor is the single writer of every field: it
 // stores them after each message it handles (publish).
-type RoutePublished struct {
+type routePublished struct {
 	// Idle is the number of idle connections. Read by the supervisor (expiry
 	// ticks go only to routes with idle connections) and the pool gauges.
 	Idle atomic.Int32
@@ -93,13 +92,7 @@ type connState struct {
 	dial      DialTiming // reported with the first lease only
 	netConn   net.Conn
 	tlsState  *tls.ConnectionState
-
-	// HTTP/2 (h2 != nil): the connection is leased while it carries streams
-	// and idle (on the idle list) while it carries none.
-	h2       *h2.Conn
-	limit    int  // streams the connection takes (its peer's and the local cap)
-	streams  int  // streams leased
-	draining bool // takes no new stream; closes when its last one ends
+	proto     connProto // HTTP/1.1 or HTTP/2 (route_proto.go)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -110,7 +103,7 @@ type Route struct {
 	name string
 	cfg  *RouteConfig
 	sup  *actor.PID
-	pub  *RoutePublished
+	pub  *routePublished
 
 	self *actor.PID
 	// permitReq is the route's PermitRequest, sent for every permit it asks
@@ -119,7 +112,8 @@ type Route struct {
 
 	conns   map[uint64]*connState
 	byPID   map[string]*connState
-	idle    []*connState // LRU first, MRU last
+	h2      map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID
+	idle    []*connState          // LRU first, MRU last
 	waiters WaitQueue[waiter]
 
 	spares spareConns // connection actors without a socket (route_conns.go)
@@ -148,8 +142,8 @@ type Route struct {
 	closedBy                        map[string]uint64
 
 	tel          *telemetry.Route
-	recentCloses ring[ClosedConn]
-	recentWaits  ring[Wait]
+	recentCloses ring[route.ClosedConn]
+	recentWaits  ring[route.Wait]
 }
 
 // waiter is a queued LeaseRequest with when and where it queued.
@@ -164,10 +158,10 @@ type queuedAt struct {
 }
 
 // NewRoute returns the producer of the route actor for k, reporting to sup.
-func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
+func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
 	return func() actor.Actor {
 		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
-			conns: map[uint64]*connState{}, byPID: map[string]*connState{},
+			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
 			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
@@ -191,7 +185,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onLeaseCancelled(ctx, m)
 	case *Released:
 		r.onReleased(ctx, m)
-	case *PermitResponse:
+	case *PermitGranted:
 		r.onPermit(ctx)
 	case *RoomWanted:
 		r.roomWanted, r.shed = m.Wanted, m.Shed
@@ -201,13 +195,13 @@ func (r *Route) Receive(ctx actor.Context) {
 			// share it evicts the idle ones itself (enforceShare, and its
 			// fleet tick for those that appear later): closing one here
 			// too would shed two for one.
-			r.closeConn(ctx, r.idle[0], ReasonEvicted)
+			r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
 		}
 	case *conn.Dialed:
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
-	case *conn.RecycleResponse:
+	case *conn.Recycled:
 		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:
 		r.onStreamsChanged(ctx, m)
@@ -225,11 +219,11 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *CloseIdleRequest:
 		n := len(r.idle)
 		for len(r.idle) > 0 {
-			r.closeConn(ctx, r.idle[0], ReasonCloseIdle)
+			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
 		}
-		m.Reply <- n
+		m.Ticket.Deliver(n)
 	case *RouteStatsRequest:
-		m.Reply <- r.stats()
+		m.Ticket.Deliver(r.stats())
 		return
 	case *actor.Started:
 		r.self = ctx.Self()
@@ -328,9 +322,7 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 	if l, ok := m.Ticket.Returned(); ok {
 		if cs := r.conns[l.ConnID]; cs != nil && cs.phase == phaseLeased {
 			// Untouched: it goes back as it was, keeping its idle caps.
-			if cs.h2 != nil {
-				cs.streams--
-			}
+			cs.proto.takenBack()
 			r.available(ctx, cs, r.clock())
 		}
 	}
@@ -373,62 +365,14 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	if cs == nil || cs.phase != phaseLeased {
 		return // closed meanwhile (client close)
 	}
-	if cs.h2 != nil {
-		r.streamEnded(ctx, cs)
-		return
-	}
-	cs.served++
-	now := r.clock()
-	if m.Stale {
-		r.learner.serverClosed(cs.lastIdle, now) // the server closed it within that idle time
-	}
-	switch {
-	case m.Failed:
-		r.closeConn(ctx, cs, ReasonError) // as onTerminated, if it came first, would
-	case !m.Reusable:
-		r.closeConn(ctx, cs, ReasonNotReusable)
-	case r.closed:
-		r.closeConn(ctx, cs, ReasonClientClosed)
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		r.closeConn(ctx, cs, ReasonLifetime) // retired as it becomes idle, never mid-request
-	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-		r.closeConn(ctx, cs, ReasonMaxRequests)
-	default:
-		cs.idleUntil = time.Time{}
-		if m.Idle > 0 {
-			cs.idleUntil = now.Add(m.Idle)
-		}
-		r.available(ctx, cs, now)
-	}
+	cs.proto.released(ctx, r, cs, m)
 }
 
 // available hands a connection that just became free (released, returned or
-// dialed) to the oldest waiter that can take it, or makes it idle. When the
-// supervisor wants room for other routes and no waiter here needs it, the
-// connection is closed at once: it would be the least recently used idle
-// connection anyway.
+// dialed) to the oldest waiter that can take it, or makes it idle (see its
+// protocol's available).
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
-	if cs.h2 != nil {
-		r.availableH2(ctx, cs, now) // sheds too, once no stream is left on it
-		return
-	}
-	if r.shed {
-		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
-		return
-	}
-	fresh := cs.served == 0
-	for {
-		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh })
-		if !ok {
-			break
-		}
-		if r.grant(w.req, cs, r.dequeued(w)) {
-			return
-		}
-	}
-	if r.idleOrClose(ctx, cs, now, r.roomWanted) {
-		ctx.Send(cs.pid, wentIdle) // HTTP/1.1: watch the socket while idle
-	}
+	cs.proto.available(ctx, r, cs, now)
 }
 
 // idleOrClose puts a connection that nobody needs on the idle list (least
@@ -436,7 +380,7 @@ func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
 // wanted, it drains).
 func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
 	if closeIt {
-		r.closeConn(ctx, cs, ReasonEvicted)
+		r.closeConn(ctx, cs, route.ReasonEvicted)
 		return false
 	}
 	cs.phase = phaseIdle
@@ -461,18 +405,13 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 		waited = now.Sub(q.at)
 	}
 	lease := Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.h2}
+		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.proto.h2Conn()}
 	if !w.Ticket.Deliver(lease) {
 		return false
 	}
-	if cs.h2 != nil {
-		cs.streams++
-		if cs.idleIdx >= 0 {
-			r.removeIdle(cs)
-		}
-	}
+	cs.proto.granted(r, cs)
 	if q.pos > 0 {
-		r.recentWaits.add(Wait{At: now, Waited: waited, QueuePos: q.pos})
+		r.recentWaits.add(route.Wait{At: now, Waited: waited, QueuePos: q.pos})
 	}
 	r.tel.LeaseGranted(waited)
 	cs.phase = phaseLeased
@@ -494,7 +433,7 @@ func (r *Route) popIdle(ctx actor.Context) *connState {
 	now := r.clock()
 	for i := len(r.idle) - 1; i >= 0; i-- { // removing r.idle[i] leaves r.idle[:i] as it was
 		cs := r.idle[i]
-		if cs.h2 != nil {
+		if !cs.proto.exclusive() {
 			continue
 		}
 		r.removeIdle(cs)
@@ -531,7 +470,7 @@ func (r *Route) onStopping(ctx actor.Context) {
 		w.req.Ticket.Reject(ErrRouteClosed)
 	}
 	for _, cs := range r.conns {
-		r.closeConn(ctx, cs, ReasonClientClosed)
+		r.closeConn(ctx, cs, route.ReasonClientClosed)
 	}
 	// Permits granted after this point are dead letters: the supervisor reclaims
 	// whatever this route still held when it sees the route terminate.

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
 )
 
 // wantConns asks the supervisor for permits while waiters outnumber the
@@ -41,7 +42,7 @@ func (r *Route) wantConns(ctx actor.Context) {
 		}
 		if len(r.conns)+r.permitsPending >= r.cfg.MaxConnsPerRoute {
 			if r.freshWaiters > 0 && len(r.idle) > 0 {
-				r.closeConn(ctx, r.idle[0], ReasonEvicted)
+				r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
 				continue
 			}
 			return
@@ -67,7 +68,7 @@ func (r *Route) onPermit(ctx actor.Context) {
 	} else {
 		pid = ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
 	}
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1,
+	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1, proto: http1Conn{},
 		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand())}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
@@ -92,9 +93,10 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
 	r.proto = protoH1
-	if m.H2 != nil {
-		cs.h2, r.proto = m.H2, protoH2
-		r.refreshH2(cs)
+	if m.H2 != nil { // the protocol is decided here, once
+		h := &http2Conn{cs: cs, conn: m.H2}
+		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
+		r.refreshH2(h)
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, m.Took)
@@ -111,7 +113,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 		r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
 	}
 	r.tel.DialFailed(r.name, m.Err, m.Took)
-	r.closeConn(ctx, cs, ReasonDialFailed) // counts the dial out of r.dialing
+	r.closeConn(ctx, cs, route.ReasonDialFailed) // counts the dial out of r.dialing
 	now := r.clock()
 	if r.breaker.dialFailed(now, r.rand()) {
 		r.cfg.Logger.Warn("connactor: route fails fast: its dials keep failing", "route", r.name,
@@ -144,7 +146,7 @@ func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	}
 	now := r.clock()
 	r.learner.serverClosed(now.Sub(cs.idleSince), now)
-	r.closeConn(ctx, cs, ReasonServerClosed)
+	r.closeConn(ctx, cs, route.ReasonServerClosed)
 }
 
 // rand draws uniformly from [0, 1).
@@ -161,12 +163,12 @@ func (r *Route) rand() float64 {
 func (r *Route) onEvictIdle(ctx actor.Context) {
 	evicted := false
 	if len(r.idle) > 0 {
-		r.closeConn(ctx, r.idle[0], ReasonEvicted)
+		r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
 		evicted = true
 	}
 	r.wantConns(ctx)
 	r.publish()
-	ctx.Send(r.sup, &EvictIdleResponse{From: r.self, Evicted: evicted})
+	ctx.Send(r.sup, &IdleEvicted{From: r.self, Evicted: evicted})
 }
 
 func (r *Route) onExpire(ctx actor.Context, now time.Time) {
@@ -183,7 +185,7 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 // closeConn closes a connection's socket now (CloseNow does not block),
 // recycles or stops its actor (see spareConns) and tells the supervisor the
 // place is free.
-func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) {
+func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseReason) {
 	if cs.idleIdx >= 0 {
 		r.removeIdle(cs)
 	}
@@ -196,9 +198,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	// The socket closes now (nil while dialing: nothing to close).
 	conn.CloseNow(cs.netConn)
 	if !r.closed { // when the route stops, protoactor stops its children itself
-		// An actor that failed (ReasonError: its Terminated, or a Released
+		// An actor that failed (route.ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.
-		if reason != ReasonError && cs.phase != phaseDialing && cs.h2 == nil && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		if reason != route.ReasonError && cs.phase != phaseDialing && cs.proto.exclusive() && r.spares.room(r.cfg.MaxConnsPerRoute) {
 			r.spares.recycling = append(r.spares.recycling, cs.pid)
 			// The inline mailbox may run the recycle here, and it waits
 			// for a running idle watcher: only for its peek to return,
@@ -211,17 +213,18 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 	}
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
+	delete(r.h2, cs.id)
 	if len(r.conns) == 0 {
 		r.spares.emptied = r.clock()
 	}
 	// Closed and ClosedBy count connections that were open; failed dials are
 	// DialFailures.
-	if reason != ReasonDialFailed {
+	if reason != route.ReasonDialFailed {
 		r.closedN++
 		r.closedBy[string(reason)]++
 		now := r.clock()
 		age := now.Sub(cs.created)
-		r.recentCloses.add(ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
+		r.recentCloses.add(route.ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
 		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
 	}
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
@@ -231,7 +234,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason CloseReason) 
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
-		r.closeConn(ctx, cs, ReasonError) // never recycled: it stopped
+		r.closeConn(ctx, cs, route.ReasonError) // never recycled: it stopped
 		return
 	}
 	r.spares.gone(m.Who)
@@ -248,7 +251,7 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 // spares stop with the route, or once the route has had no connection for
 // MaxIdleTime (expireSpares), so a quiet route keeps none.
 type spareConns struct {
-	pids      []*actor.PID // recycled (RecycleResponse), ready for a DialRequest
+	pids      []*actor.PID // recycled (Recycled), ready for a DialRequest
 	recycling []*actor.PID // sent a RecycleRequest, not answered yet
 	emptied   time.Time    // when the route's last connection closed
 }
@@ -277,7 +280,7 @@ func (s *spareConns) take() *actor.PID {
 	return pid
 }
 
-// recycled: a connection actor answered a RecycleRequest (RecycleResponse)
+// recycled: a connection actor answered a RecycleRequest (Recycled)
 // and is spare.
 func (s *spareConns) recycled(pid *actor.PID) {
 	if drop(&s.recycling, pid) {
@@ -297,7 +300,7 @@ func (s *spareConns) gone(pid *actor.PID) {
 // for MaxIdleTime and has no waiter (the rule idle connections follow): they
 // serve dials under churn, and a quiet route needs none. Called on an expiry
 // tick; the supervisor sends ticks to routes with spares
-// (RoutePublished.Spare).
+// (routePublished.Spare).
 func (r *Route) expireSpares(ctx actor.Context, now time.Time) {
 	s := &r.spares
 	if len(s.pids) == 0 || len(r.conns) > 0 || r.waiters.Len() > 0 ||
@@ -322,18 +325,18 @@ func drop(pids *[]*actor.PID, pid *actor.PID) bool {
 	return false
 }
 
-func (r *Route) expired(cs *connState, now time.Time) (CloseReason, bool) {
+func (r *Route) expired(cs *connState, now time.Time) (route.CloseReason, bool) {
 	idle := now.Sub(cs.idleSince)
 	switch {
 	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime, true
+		return route.ReasonLifetime, true
 	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
-		return ReasonKeepAlive, true
+		return route.ReasonKeepAlive, true
 	case r.cfg.MaxIdleTime > 0 && idle >= r.cfg.MaxIdleTime:
-		return ReasonIdleExpired, true
+		return route.ReasonIdleExpired, true
 	}
 	if d := r.learner.retireAfter(now); d > 0 && idle >= d {
-		return ReasonLearnedIdle, true
+		return route.ReasonLearnedIdle, true
 	}
 	return "", false
 }

@@ -63,8 +63,9 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	now := r.clock()
 	var best *connState
 	bestRoom := 0
-	for _, cs := range r.conns {
-		if cs.h2 == nil || cs.id == avoid || cs.phase == phaseDialing {
+	for _, h := range r.h2 {
+		cs := h.cs
+		if cs.id == avoid {
 			continue
 		}
 		if cs.idleIdx >= 0 {
@@ -73,7 +74,7 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 				continue
 			}
 		}
-		if room := r.h2Room(cs, now); room > bestRoom {
+		if room := r.h2Room(h, now); room > bestRoom {
 			best, bestRoom = cs, room
 		}
 	}
@@ -90,18 +91,18 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 // assumed otherwise, golang/go#39389): a server that takes 4 streams is not
 // sent 100 on each new connection, to refuse 96 of them. It returns the
 // snapshot it read.
-func (r *Route) refreshH2(cs *connState) h2.Streams {
-	st := cs.h2.Streams()
+func (r *Route) refreshH2(h *http2Conn) h2.Streams {
+	st := h.conn.Streams()
 	switch {
 	case st.Settings:
-		cs.limit, r.h2Limit = st.Limit, st.Limit
+		h.limit, r.h2Limit = st.Limit, st.Limit
 	case r.h2Limit > 0:
-		cs.limit = min(st.Limit, r.h2Limit)
+		h.limit = min(st.Limit, r.h2Limit)
 	default:
-		cs.limit = st.Limit
+		h.limit = st.Limit
 	}
 	if st.Draining || st.Closed {
-		cs.draining = true
+		h.draining = true
 	}
 	return st
 }
@@ -114,8 +115,8 @@ func (r *Route) refreshH2(cs *connState) h2.Streams {
 // leased above a limit the server has announced and the connection has not
 // yet learned would wait on this connection for others to end, however
 // long they last, instead of being replayed on another one.
-func (r *Route) awaitsSettings(cs *connState, st h2.Streams) bool {
-	return r.h2Limit == 0 && !st.Settings && !cs.draining
+func (r *Route) awaitsSettings(h *http2Conn, st h2.Streams) bool {
+	return r.h2Limit == 0 && !st.Settings && !h.draining
 }
 
 // h2Room is how many more streams cs may be leased: its limit less the
@@ -124,20 +125,20 @@ func (r *Route) awaitsSettings(cs *connState, st h2.Streams) bool {
 // drains here, with streams in flight or not: the route leases it no new
 // stream and closes it after its last one (closeDrained). The connection
 // itself is not told: streams leased and not yet started must still start.
-func (r *Route) h2Room(cs *connState, now time.Time) int {
-	st := r.refreshH2(cs)
-	if !cs.draining && r.retireReason(cs, now) != "" {
-		cs.draining = true
+func (r *Route) h2Room(h *http2Conn, now time.Time) int {
+	st := r.refreshH2(h)
+	if !h.draining && r.retireReason(h, now) != "" {
+		h.draining = true
 	}
-	if cs.draining {
+	if h.draining {
 		return 0
 	}
-	room := cs.limit - cs.streams
-	if r.awaitsSettings(cs, st) {
-		room = min(room, 1-cs.streams)
+	room := h.limit - h.streams
+	if r.awaitsSettings(h, st) {
+		room = min(room, 1-h.streams)
 	}
 	if limit := r.cfg.MaxRequestsPerConn; limit > 0 {
-		room = min(room, limit-cs.served-cs.streams)
+		room = min(room, limit-h.cs.served-h.streams)
 	}
 	return room
 }
@@ -145,14 +146,15 @@ func (r *Route) h2Room(cs *connState, now time.Time) int {
 // retireReason is why the route retires cs: the client closed, its lifetime
 // is over, or its streams served and in flight reached MaxRequestsPerConn;
 // "" when none holds.
-func (r *Route) retireReason(cs *connState, now time.Time) CloseReason {
+func (r *Route) retireReason(h *http2Conn, now time.Time) route.CloseReason {
+	cs := h.cs
 	switch {
 	case r.closed:
-		return ReasonClientClosed
+		return route.ReasonClientClosed
 	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return ReasonLifetime
-	case r.cfg.MaxRequestsPerConn > 0 && cs.served+cs.streams >= r.cfg.MaxRequestsPerConn:
-		return ReasonMaxRequests
+		return route.ReasonLifetime
+	case r.cfg.MaxRequestsPerConn > 0 && cs.served+h.streams >= r.cfg.MaxRequestsPerConn:
+		return route.ReasonMaxRequests
 	}
 	return ""
 }
@@ -168,22 +170,19 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 	}
 	now := r.clock()
 	usable := 0
-	for _, cs := range r.conns {
-		if cs.h2 == nil {
-			continue
+	for _, h := range r.h2 {
+		room := r.h2Room(h, now) > 0
+		if room && r.waiterFor(h.cs) {
+			r.availableH2(ctx, h, now)
+			room = r.h2Room(h, now) > 0
 		}
-		room := r.h2Room(cs, now) > 0
-		if room && r.waiterFor(cs) {
-			r.availableH2(ctx, cs, now)
-			room = r.h2Room(cs, now) > 0
-		}
-		if !r.waiterFor(cs) {
+		if !r.waiterFor(h.cs) {
 			continue // every waiter avoids it (or none is left)
 		}
-		if room || r.awaitsSettings(cs, cs.h2.Streams()) {
+		if room || r.awaitsSettings(h, h.conn.Streams()) {
 			return // it will say how much room it has: the waiters are being served
 		}
-		if !cs.draining {
+		if !h.draining {
 			usable++
 		}
 	}
@@ -204,26 +203,27 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // not to one that avoids cs (a replay after it refused the request: it waits
 // for another connection, wantH2Conns); a connection left without streams
 // becomes idle (or is closed for another route's room, or because it drains).
-func (r *Route) availableH2(ctx actor.Context, cs *connState, now time.Time) {
-	for r.h2Room(cs, now) > 0 {
+func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
+	cs := h.cs
+	for r.h2Room(h, now) > 0 {
 		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return w.req.Avoid != cs.id })
 		if !ok {
 			break
 		}
 		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
 	}
-	if cs.streams > 0 {
+	if h.streams > 0 {
 		return // a request in flight is never cut
 	}
 	if r.shed {
-		r.closeConn(ctx, cs, ReasonFleetShare) // above the fleet share: down to it
+		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it
 		return
 	}
 	if cs.idleIdx >= 0 {
 		return
 	}
-	if cs.draining {
-		r.closeDrained(ctx, cs, now)
+	if h.draining {
+		r.closeDrained(ctx, h, now)
 		return
 	}
 	r.idleOrClose(ctx, cs, now, r.roomWanted)
@@ -239,10 +239,10 @@ func (r *Route) waiterFor(cs *connState) bool {
 
 // streamEnded releases one stream of cs, which then serves the next waiter,
 // goes idle, or, draining, closes with its last stream.
-func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
-	cs.streams--
-	cs.served++
-	r.availableH2(ctx, cs, r.clock())
+func (r *Route) streamEnded(ctx actor.Context, h *http2Conn) {
+	h.streams--
+	h.cs.served++
+	r.availableH2(ctx, h, r.clock())
 }
 
 // closeDrained closes a draining connection whose last stream ended, when the
@@ -251,21 +251,17 @@ func (r *Route) streamEnded(ctx actor.Context, cs *connState) {
 // itself once its last stream ended, and its H2Closed, which follows, names
 // the reason: a stream that failed with its connection may be released
 // before that news arrives.
-func (r *Route) closeDrained(ctx actor.Context, cs *connState, now time.Time) {
-	if reason := r.retireReason(cs, now); reason != "" {
-		r.closeConn(ctx, cs, reason)
+func (r *Route) closeDrained(ctx actor.Context, h *http2Conn, now time.Time) {
+	if reason := r.retireReason(h, now); reason != "" {
+		r.closeConn(ctx, h.cs, reason)
 	}
 }
 
 // onStreamsChanged hands the streams a connection's new limit frees to the
 // waiters; h2Room reads the limit from the connection itself (refreshH2).
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
-	cs := r.conns[m.ID]
-	if cs == nil || cs.h2 == nil {
-		return
-	}
-	if cs.phase != phaseDialing {
-		r.availableH2(ctx, cs, r.clock())
+	if h := r.h2[m.ID]; h != nil { // dialed: only a dialed connection is known to speak HTTP/2
+		r.availableH2(ctx, h, r.clock())
 	}
 }
 
@@ -273,44 +269,27 @@ func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
 // refused streams, or a drain of the route's); it still counts against the
 // limits until its last stream ends.
 func (r *Route) onDrainStarted(ctx actor.Context, m *conn.DrainStarted) {
-	cs := r.conns[m.ID]
-	if cs == nil || cs.h2 == nil {
+	h := r.h2[m.ID]
+	if h == nil {
 		return
 	}
-	cs.draining = true
-	if cs.streams == 0 && cs.phase != phaseDialing {
-		r.closeConn(ctx, cs, h2Reason(m.Reason))
+	h.draining = true
+	if h.streams == 0 {
+		r.closeConn(ctx, h.cs, m.Reason)
 	}
 }
 
 func (r *Route) onH2Closed(ctx actor.Context, m *conn.H2Closed) {
 	if cs := r.conns[m.ID]; cs != nil {
-		r.closeConn(ctx, cs, h2Reason(m.Reason))
+		r.closeConn(ctx, cs, m.Reason)
 	}
-}
-
-// h2Reason maps conn/h2's reasons onto close reasons.
-func h2Reason(reason string) CloseReason {
-	switch reason {
-	case "goaway":
-		return ReasonGoAway
-	case "refused":
-		return ReasonRefusedStreams
-	case "ping_timeout":
-		return ReasonPingTimeout
-	case "server_close":
-		return ReasonServerClosed
-	case "local":
-		return ReasonNotReusable
-	}
-	return ReasonError
 }
 
 // streams is the number of HTTP/2 streams leased on the route.
 func (r *Route) streams() int {
 	n := 0
-	for _, cs := range r.conns {
-		n += cs.streams
+	for _, h := range r.h2 {
+		n += h.streams
 	}
 	return n
 }

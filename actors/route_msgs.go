@@ -10,9 +10,10 @@ import (
 
 	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
 )
 
-// LeaseRequest is sent by the front door (on the caller's goroutine) to a route
+// LeaseRequest is sent by the pool (Call.Lease, on the caller's goroutine) to a route
 // actor: lease a connection for one request. It is answered through Ticket,
 // exactly once: Deliver(Lease), or Reject(err) with ErrRouteClosed or the dial
 // error of the connection meant for it. Waiters are served in arrival order. A
@@ -34,7 +35,7 @@ type LeaseRequest struct {
 	Avoid uint64
 }
 
-// LeaseCancelled is sent by the front door to the route actor after it
+// LeaseCancelled is sent by the pool to the route actor after it
 // cancelled the ticket of its LeaseRequest (context ended, LeaseTimeout, Close).
 // No reply. The route drops the waiter from its queue and, if the lease had
 // been delivered just before the cancel (Ticket.Returned), takes the
@@ -90,10 +91,11 @@ type Released struct {
 	Idle     time.Duration
 }
 
-// PermitResponse is sent by the supervisor to a route that asked for a
-// connection permit (PermitRequest): the route may open one more connection.
-// A route that no longer needs it sends PermitReturned.
-type PermitResponse struct{}
+// PermitGranted is sent by the supervisor to a route that asked for a
+// connection permit (PermitRequest), when one is free: the route may open one
+// more connection. An event, as every answer to an actor is (see the package
+// documentation). A route that no longer needs it sends PermitReturned.
+type PermitGranted struct{}
 
 // RoomWanted is sent by the supervisor to routes holding connections when
 // other routes wait for room under MaxConnsTotal or MaxConnsPerHost and no
@@ -109,7 +111,7 @@ type RoomWanted struct{ Wanted, Shed bool }
 // EvictIdleRequest is sent by the supervisor to the route holding the least
 // recently used idle connection when another route needs room under
 // MaxConnsTotal. The route closes that connection (ConnClosed follows) and
-// answers EvictIdleResponse.
+// tells the supervisor with the event IdleEvicted.
 type EvictIdleRequest struct{}
 
 // ExpiryTicked is sent by the supervisor's expiry timer to routes with idle
@@ -119,39 +121,23 @@ type EvictIdleRequest struct{}
 // waited longer than LongWait.
 type ExpiryTicked struct{ Now time.Time }
 
-// CloseIdleRequest is sent by the front door (Client.CloseIdleConnections) to
-// every route actor, which closes all its idle connections and answers on
-// Reply (cap 1) with how many it closed.
+// CloseIdleRequest is sent by the pool (Pool.CloseIdle) to every route
+// actor, which closes all its idle connections and answers through Ticket
+// (Deliver) with how many it closed.
 type CloseIdleRequest struct {
-	Reply chan int
+	Ticket *wait.Ticket[int]
 }
 
-// RouteStatsRequest is sent by the front door (Client.Stats) to a route actor,
-// which answers a RouteStatsResponse on Reply (which must have room).
+// RouteStatsRequest is sent by the pool (Pool.Stats) to a route actor, which
+// answers through Ticket (Deliver) with its snapshot.
 type RouteStatsRequest struct {
-	Reply chan RouteStatsResponse
+	Ticket *wait.Ticket[routeReport]
 }
 
-// RouteStatsResponse answers a RouteStatsRequest: one route's snapshot.
-type RouteStatsResponse struct {
-	Route                       string
-	Open, Leased, Idle, Pending int
-	Dialing                     int
-	Max                         int
-	Opened, Closed              uint64 // connections opened and closed since the route started
-	Leases, Reuses              uint64 // leases granted, and of those on a re-used connection
-	DialFailures                uint64 // dials that failed
-	LeaseTimeouts               uint64 // callers that gave up after LeaseTimeout
-	QueueFull                   uint64 // callers refused because MaxPendingPerRoute were waiting
-	FailFast                    string // the fail-fast breaker: "closed", "open", "half_open"
-	FailFastUntil               time.Time
-	FailedFast                  uint64        // callers failed fast while the breaker was open
-	LearnedIdle                 time.Duration // the server's idle timeout as learned (0 = none)
-	Streams                     int           // HTTP/2 streams leased on the route's connections
-	Spare                       int           // connection actors kept without a socket for the next dials
-	Recycling                   int           // connection actors asked to recycle (RecycleRequest), not answered yet
-	ClosedBy                    map[string]uint64
-	RecentCloses                []ClosedConn  // newest first, at most 16
-	RecentWaits                 []Wait        // leases that queued, newest first, at most 16
-	OldestLease                 time.Duration // age of the oldest lease not yet released; 0 = none
+// routeReport answers a RouteStatsRequest: the route's snapshot, and how many
+// of its spare connection actors are ready and how many being recycled (both
+// counted in Stats.SpareActors).
+type routeReport struct {
+	route.Stats
+	spare, recycling int
 }

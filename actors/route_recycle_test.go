@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
 )
 
 // settle returns once h has handled everything sent to it so far and what
@@ -12,11 +13,11 @@ import (
 // messages sent before it, and the RecycleResponses they caused are waited
 // for (a connection actor answers in its own time, so a second round trip
 // alone does not order them).
-func (p *pool) settle(h *RouteHandle) RouteStatsResponse {
+func (p *pool) settle(h *routeHandle) routeReport {
 	st := p.stats(h)
 	eventually(p.tb, "recycled", func() bool {
 		st = p.stats(h)
-		return st.Recycling == 0
+		return st.recycling == 0
 	})
 	return st
 }
@@ -115,14 +116,14 @@ func crashConns(cfg *SupervisorConfig) {
 }
 
 // A connection actor that fails while its connection is leased is closed
-// (ReasonError) and never taken for a spare: the route's next closed
+// (route.ReasonError) and never taken for a spare: the route's next closed
 // connection is recycled as usual.
 func TestRouteNeverRecyclesAConnectionActorThatFailed(t *testing.T) {
 	p := newPool(t, 1, 1, crashConns)
 	h := p.route("a")
 	failed := p.lease(h, 1)[0]
 	p.sys.Root.Send(failed.Conn, &crashNow{kind: "conn"})
-	eventually(t, "the failed connection closed", func() bool { return p.stats(h).ClosedBy[string(ReasonError)] == 1 })
+	eventually(t, "the failed connection closed", func() bool { return p.stats(h).ClosedBy[string(route.ReasonError)] == 1 })
 	l := p.lease(h, 1)[0]
 	if l.Conn.Id == failed.Conn.Id {
 		t.Fatal("the failed actor was given a connection")
@@ -143,16 +144,16 @@ func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
 	first := p.lease(h, 2)
 	old := map[string]bool{first[0].Conn.Id: true, first[1].Conn.Id: true}
 	p.release(h, false, first...)
-	if st := p.settle(h); st.Spare != 2 || st.Open != 0 {
-		t.Fatalf("after both connections closed: %d spares, %d open; want 2 and 0", st.Spare, st.Open)
+	if st := p.settle(h); st.spare != 2 || st.Open != 0 {
+		t.Fatalf("after both connections closed: %d spares, %d open; want 2 and 0", st.spare, st.Open)
 	}
 	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(30 * time.Second)})
-	if st := p.settle(h); st.Spare != 2 {
-		t.Fatalf("%d spares half a MaxIdleTime after the last close, want 2 kept", st.Spare)
+	if st := p.settle(h); st.spare != 2 {
+		t.Fatalf("%d spares half a MaxIdleTime after the last close, want 2 kept", st.spare)
 	}
 	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(2 * time.Minute)})
-	if st := p.settle(h); st.Spare != 0 {
-		t.Fatalf("%d spares after MaxIdleTime without a connection, want 0", st.Spare)
+	if st := p.settle(h); st.spare != 0 {
+		t.Fatalf("%d spares after MaxIdleTime without a connection, want 0", st.spare)
 	}
 	l := p.lease(h, 1)[0]
 	if old[l.Conn.Id] {

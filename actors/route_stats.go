@@ -3,9 +3,11 @@ package actors
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/connactor/connactor/route"
 )
 
-// publish stores the counters readers outside the actor use (RoutePublished).
+// publish stores the counters readers outside the actor use (routePublished).
 // It runs after every message, and stores only what changed: the route is
 // the single writer, so a load tells what is there, and a store is a full
 // barrier on the cache line the supervisor and the gauges read, while a
@@ -47,7 +49,7 @@ func set64(a *atomic.Int64, v int64) {
 	}
 }
 
-func (r *Route) stats() RouteStatsResponse {
+func (r *Route) stats() routeReport {
 	by := make(map[string]uint64, len(r.closedBy))
 	for k, v := range r.closedBy {
 		by[k] = v
@@ -68,15 +70,15 @@ func (r *Route) stats() RouteStatsResponse {
 	if r.breaker.state == breakerOpen {
 		failUntil = r.breaker.until
 	}
-	return RouteStatsResponse{FailFastUntil: failUntil,
+	spare, recycling := len(r.spares.pids), len(r.spares.recycling)
+	return routeReport{spare: spare, recycling: recycling, Stats: route.Stats{FailFastUntil: failUntil,
 		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
 		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
 		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
 		QueueFull: r.queueFull, FailFast: r.breaker.state.String(), FailedFast: r.breaker.rejected,
-		LearnedIdle: r.learner.learned(r.clock()), Streams: r.streams(),
-		Spare: len(r.spares.pids), Recycling: len(r.spares.recycling),
+		LearnedIdle: r.learner.learned(r.clock()), Streams: r.streams(), SpareActors: spare + recycling,
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
-	}
+	}}
 }

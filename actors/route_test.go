@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
 )
 
 func TestRouteServesWaitersInArrivalOrder(t *testing.T) {
@@ -119,7 +120,7 @@ func TestRouteClosesAConnectionReleasedAsNotReusable(t *testing.T) {
 	l := p.lease(h, 1)[0]
 	p.release(h, false, l)
 	st := p.stats(h)
-	if st.Open != 0 || st.Closed != 1 || st.ClosedBy[string(ReasonNotReusable)] != 1 {
+	if st.Open != 0 || st.Closed != 1 || st.ClosedBy[string(route.ReasonNotReusable)] != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	if l2 := p.lease(h, 1)[0]; l2.Reused || l2.ConnID == l.ConnID {
@@ -182,7 +183,7 @@ func TestRouteClosesFreedConnectionsWhileRoomIsWanted(t *testing.T) {
 	ls := p.lease(h, 2)
 	p.sys.Root.Send(h.PID, &RoomWanted{Wanted: true})
 	p.release(h, true, ls[0])
-	if st := p.stats(h); st.Open != 1 || st.ClosedBy[string(ReasonEvicted)] != 1 {
+	if st := p.stats(h); st.Open != 1 || st.ClosedBy[string(route.ReasonEvicted)] != 1 {
 		t.Fatalf("while wanted: %+v", st)
 	}
 	p.sys.Root.Send(h.PID, &RoomWanted{Wanted: false})
@@ -198,7 +199,7 @@ func TestRouteGivesUpAnIdleConnectionWhenRoomIsWanted(t *testing.T) {
 	p := newPool(t, 2, 8)
 	h := p.idleRoute("a", 1)
 	p.sys.Root.Send(h.PID, &RoomWanted{Wanted: true})
-	if st := p.stats(h); st.Open != 0 || st.ClosedBy[string(ReasonEvicted)] != 1 {
+	if st := p.stats(h); st.Open != 0 || st.ClosedBy[string(route.ReasonEvicted)] != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -214,7 +215,7 @@ func TestRouteShedsFreedConnectionsAboveItsShareEvenWithWaiters(t *testing.T) {
 	p.release(h, true, ls[0])
 	// Above its share the route dials nothing for its waiter: a new
 	// connection would be shed as soon as it was dialed.
-	if st := p.stats(h); st.ClosedBy[string(ReasonFleetShare)] != 1 || st.Open != 1 || st.Pending != 1 || st.Dialing != 0 {
+	if st := p.stats(h); st.ClosedBy[string(route.ReasonFleetShare)] != 1 || st.Open != 1 || st.Pending != 1 || st.Dialing != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	if n := p.dialCount(); n != 2 {
@@ -227,7 +228,7 @@ func TestRouteShedsFreedConnectionsAboveItsShareEvenWithWaiters(t *testing.T) {
 	if l := p.leased(waiting); l.ConnID == ls[0].ConnID {
 		t.Fatalf("waiter got the shed connection: %+v", l)
 	}
-	if st := p.stats(h); st.ClosedBy[string(ReasonFleetShare)] != 1 || st.Leased != 1 || st.Pending != 0 {
+	if st := p.stats(h); st.ClosedBy[string(route.ReasonFleetShare)] != 1 || st.Leased != 1 || st.Pending != 0 {
 		t.Fatalf("stats after the share came back %+v", st)
 	}
 }

@@ -26,11 +26,11 @@ type SupervisorConfig struct {
 	Logger *slog.Logger
 	// Incarnation is where the supervisor publishes its current incarnation.
 	// Written by the supervisor only (when it starts, restarts or stops); read
-	// by the front door, whose RouteRequest waits select on its Done.
+	// by the pool, whose RouteRequest waits select on its Done.
 	Incarnation *atomic.Pointer[Incarnation]
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.
-	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer
+	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer
 
 	// Fleet is the node's fleet budget keeper (fleet.Keeper.PID); nil = no
 	// fleet budget. With it the supervisor tells the keeper each route's
@@ -90,7 +90,7 @@ const SupervisorInlineBudget = 16
 // SupervisorMailbox returns the supervisor's mailbox producer: inline-first
 // (see InlineMailbox), like the routes'. The supervisor never blocks, so a
 // PermitRequest or a ConnClosed is handled on the sending route's goroutine
-// (usually a caller's), and the PermitResponse it sends back queues behind
+// (usually a caller's), and the PermitGranted it sends back queues behind
 // the route's current message on that same goroutine: a dial costs no
 // goroutine switch and no goroutine started for the supervisor (protoactor's
 // default mailbox starts one per wake-up, whose stack then grows through the
@@ -98,7 +98,7 @@ const SupervisorInlineBudget = 16
 func SupervisorMailbox() actor.MailboxProducer { return InlineMailbox(SupervisorInlineBudget) }
 
 type routeEntry struct {
-	h        *RouteHandle
+	h        *routeHandle
 	name     string        // h.Key.String(): the fleet budget's route
 	host     string        // the target's host:port (MaxConnsPerHost)
 	done     chan struct{} // h.Done, closed once the route actor has stopped
@@ -170,14 +170,14 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.freePlace(ctx, m.From)
 	case *ConnClosed:
 		s.onConnClosed(ctx, m)
-	case *EvictIdleResponse:
-		s.onEvictIdleResponse(ctx, m)
+	case *IdleEvicted:
+		s.onIdleEvicted(ctx, m)
 	case *fleet.ShareChanged:
 		s.onShareChanged(ctx, m)
 	case *fleetTick:
 		s.onFleetTick(ctx)
 	case *StatsRequest:
-		m.Reply <- s.statsResponse()
+		m.Ticket.Deliver(s.statsResponse())
 		return
 	case *expiryTick:
 		s.onExpiryTick(ctx)
@@ -273,8 +273,8 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		m.Ticket.Deliver(e.h)
 		return
 	}
-	pub := &RoutePublished{}
-	fp := &FleetPublished{}
+	pub := &routePublished{}
+	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
 		newRoute = NewRoute
@@ -283,7 +283,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
 	pid := ctx.Spawn(props)
 	done := make(chan struct{})
-	e := &routeEntry{h: &RouteHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
+	e := &routeEntry{h: &routeHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
 	s.addRoute(e)
 	s.fleetRouteStarted(e)
 	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
@@ -333,7 +333,7 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 		e.held++
 		s.total++
 		s.hostHeld[e.host]++
-		ctx.Send(pid, &PermitResponse{})
+		ctx.Send(pid, &PermitGranted{})
 		s.report(ctx, e)
 	}
 	s.wantRoom(ctx, false, "")
@@ -348,11 +348,11 @@ func (s *Supervisor) grantable(pid *actor.PID) bool {
 
 func (s *Supervisor) onConnClosed(ctx actor.Context, m *ConnClosed) {
 	switch m.Reason {
-	case ReasonEvicted:
+	case route.ReasonEvicted:
 		s.evictions++
-	case ReasonIdleExpired, ReasonLifetime, ReasonKeepAlive:
+	case route.ReasonIdleExpired, route.ReasonLifetime, route.ReasonKeepAlive:
 		s.expired++
-	case ReasonDialFailed:
+	case route.ReasonDialFailed:
 		s.dialFailures++
 	}
 	s.freePlace(ctx, m.From)
@@ -457,7 +457,7 @@ func (s *Supervisor) onExpiryTick(ctx actor.Context) {
 }
 
 func (s *Supervisor) statsResponse() StatsResponse {
-	hs := make([]*RouteHandle, 0, len(s.list))
+	hs := make([]*routeHandle, 0, len(s.list))
 	for _, e := range s.list {
 		hs = append(hs, e.h)
 	}

@@ -9,44 +9,45 @@ import (
 	"github.com/connactor/connactor/route"
 )
 
-// RouteRequest is sent by the front door to the supervisor to find (or start)
+// RouteRequest is sent by the pool to the supervisor to find (or start)
 // the route actor of Key. It is answered through Ticket: Deliver(the route's
-// handle), or Reject(ErrClosing) once the client is closing. The front door
+// handle), or Reject(ErrClosing) once the client is closing. The pool
 // caches handles until their Done channel closes, so the supervisor sees one
 // RouteRequest per route, not one per request. A RouteRequest lost to a failure
 // of the supervisor is never answered: waiters also select on
 // SupervisorConfig.Incarnation's Done.
 type RouteRequest struct {
 	Key    route.Key
-	Ticket *wait.Ticket[*RouteHandle]
+	Ticket *wait.Ticket[*routeHandle]
 }
 
-// RouteHandle is what the front door keeps of a route actor. Done is closed by
+// routeHandle is what the pool keeps of a route actor. Done is closed by
 // the supervisor when the route actor has stopped, whatever the reason (client
 // closed, panic, supervisor failure): every wait on the route selects on it.
-type RouteHandle struct {
+type routeHandle struct {
 	Key   route.Key
 	PID   *actor.PID
-	Pub   *RoutePublished
-	Fleet *FleetPublished
+	Pub   *routePublished
+	Fleet *fleetPublished
 	Done  <-chan struct{}
 }
 
-// FleetPublished is a route's fleet budget as the supervisor enforces it
+// fleetPublished is a route's fleet budget as the supervisor enforces it
 // (SupervisorConfig.Fleet). The supervisor is the single writer of every
 // field, when the keeper's fleet.ShareChanged arrives; Stats and the
 // connactor.fleet.share gauge read them. Both stay 0 without a fleet budget.
-type FleetPublished struct {
+type fleetPublished struct {
 	Share  atomic.Int32 // this node's share: the most connections the route may hold
 	Budget atomic.Int32 // the fleet-wide budget the share is part of (0 until the first share)
 }
 
 // PermitRequest is sent by a route actor to the supervisor: it needs one more
-// connection. Answered with PermitResponse (sent to From) when MaxConnsTotal
-// allows, at once or after an eviction or a close elsewhere, in FIFO order.
+// connection. The supervisor grants it with the event PermitGranted (sent to
+// From) when MaxConnsTotal allows, at once or after an eviction or a close
+// elsewhere, in FIFO order.
 type PermitRequest struct{ From *actor.PID }
 
-// PermitReturned is sent by a route actor that received a PermitResponse it no
+// PermitReturned is sent by a route actor that received a PermitGranted it no
 // longer needs (its waiter left). No reply.
 type PermitReturned struct{ From *actor.PID }
 
@@ -55,53 +56,30 @@ type PermitReturned struct{ From *actor.PID }
 // one place under MaxConnsTotal.
 type ConnClosed struct {
 	From   *actor.PID
-	Reason CloseReason
+	Reason route.CloseReason
 }
 
-// EvictIdleResponse answers an EvictIdleRequest: whether the route closed an
-// idle connection (if it did, its ConnClosed was sent first).
-type EvictIdleResponse struct {
+// IdleEvicted is sent by a route actor to the supervisor once it handled an
+// EvictIdleRequest: whether it closed an idle connection (if it did, its
+// ConnClosed was sent first). No reply.
+type IdleEvicted struct {
 	From    *actor.PID
 	Evicted bool
 }
 
-// StatsRequest is sent by the front door (Client.Stats) to the supervisor,
-// which answers a StatsResponse on Reply (cap 1). The front door then asks each
-// route for its RouteStatsResponse itself, so that the supervisor never waits
-// for its routes.
+// StatsRequest is sent by the pool (Pool.Stats, Pool.CloseIdle) to the
+// supervisor, which answers through Ticket (Deliver) with its counts and
+// routes. The pool then asks each route itself, so that the supervisor never
+// waits for its routes.
 type StatsRequest struct {
-	Reply chan StatsResponse
+	Ticket *wait.Ticket[StatsResponse]
 }
 
-// StatsResponse answers a StatsRequest.
+// StatsResponse is the supervisor's answer to a StatsRequest.
 type StatsResponse struct {
-	Routes                 []*RouteHandle
+	Routes                 []*routeHandle
 	Total, MaxTotal        int // connections open or being dialed, and the limit
 	PermitWaiters          int
 	Evictions, Expired     uint64
 	DialFailures, Restarts uint64 // Restarts: route actors that stopped on a failure
 }
-
-// CloseReason says why a connection was closed.
-type CloseReason string
-
-// Reasons a connection closes.
-const (
-	ReasonIdleExpired  CloseReason = "idle_expiry"
-	ReasonLifetime     CloseReason = "lifetime"
-	ReasonKeepAlive    CloseReason = "keepalive_timeout"
-	ReasonEvicted      CloseReason = "lru_eviction"
-	ReasonServerClosed CloseReason = "server_close"
-	ReasonNotReusable  CloseReason = "not_reusable"
-	ReasonError        CloseReason = "error"
-	ReasonDialFailed   CloseReason = "dial_error"
-	ReasonClientClosed CloseReason = "client_close"
-	ReasonCloseIdle    CloseReason = "close_idle"   // Client.CloseIdleConnections
-	ReasonMaxRequests  CloseReason = "max_requests" // MaxRequestsPerConn served
-	ReasonLearnedIdle  CloseReason = "learned_idle" // idle close to the server's learned timeout
-
-	ReasonFleetShare     CloseReason = "fleet_share"     // above the node's share of a fleet budget
-	ReasonGoAway         CloseReason = "goaway"          // HTTP/2: the server's GOAWAY, after the last stream
-	ReasonRefusedStreams CloseReason = "refused_streams" // HTTP/2: the server refused two streams
-	ReasonPingTimeout    CloseReason = "ping_timeout"    // HTTP/2: the health check's PING went unanswered
-)

@@ -30,9 +30,9 @@ func (s *Supervisor) askEvict(ctx actor.Context, e *routeEntry) {
 	ctx.Send(e.h.PID, &EvictIdleRequest{})
 }
 
-// onEvictIdleResponse: the route answered an EvictIdleRequest (its ConnClosed,
+// onIdleEvicted: the route answered an EvictIdleRequest (its ConnClosed,
 // if it closed one, came first).
-func (s *Supervisor) onEvictIdleResponse(ctx actor.Context, m *EvictIdleResponse) {
+func (s *Supervisor) onIdleEvicted(ctx actor.Context, m *IdleEvicted) {
 	e := s.byID[m.From.Id]
 	if e == nil {
 		return // stopped meanwhile: onTerminated counted its eviction out

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/route"
 )
 
 // A route that stops while its PermitRequest waits in the supervisor's queue
@@ -34,8 +36,8 @@ func TestSupervisorDropsTheQueuedPermitsOfAStoppedRoute(t *testing.T) {
 	}
 	p.release(a, true, held)
 	st := p.stats(a)
-	if st.Idle != 1 || st.ClosedBy[string(ReasonEvicted)] != 0 {
-		t.Fatalf("a's released connection: idle %d, evicted %d; want it kept idle", st.Idle, st.ClosedBy[string(ReasonEvicted)])
+	if st.Idle != 1 || st.ClosedBy[string(route.ReasonEvicted)] != 0 {
+		t.Fatalf("a's released connection: idle %d, evicted %d; want it kept idle", st.Idle, st.ClosedBy[string(route.ReasonEvicted)])
 	}
 	if sst := p.supStats(); sst.Evictions != 0 || sst.Total != 1 {
 		t.Fatalf("supervisor: %d evictions, total %d; want 0 and 1", sst.Evictions, sst.Total)

@@ -21,7 +21,7 @@ import (
 type fakeRoute struct {
 	key    route.Key
 	sup    *actor.PID
-	pub    *RoutePublished
+	pub    *routePublished
 	events chan string // "granted", "evict-asked"
 	idle   int
 	self   *actor.PID
@@ -40,7 +40,7 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 		f.self = ctx.Self()
 	case *askPermit:
 		ctx.Send(f.sup, &PermitRequest{From: f.self})
-	case *PermitResponse:
+	case *PermitGranted:
 		f.events <- f.key.Host + " granted"
 	case *RoomWanted:
 		f.events <- f.key.Host + fmt.Sprintf(" room-wanted=%v", m.Wanted)
@@ -50,7 +50,7 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 		f.pub.LRUIdleSince.Store(m.since)
 		close(m.done)
 	case *closeOne:
-		ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonNotReusable})
+		ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: route.ReasonNotReusable})
 	case *EvictIdleRequest:
 		f.events <- f.key.Host + " evict-asked"
 		if f.idle > 0 {
@@ -59,9 +59,9 @@ func (f *fakeRoute) Receive(ctx actor.Context) {
 			if f.idle == 0 {
 				f.pub.LRUIdleSince.Store(0)
 			}
-			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: ReasonEvicted})
+			ctx.Send(f.sup, &ConnClosed{From: f.self, Reason: route.ReasonEvicted})
 		}
-		ctx.Send(f.sup, &EvictIdleResponse{From: f.self, Evicted: true})
+		ctx.Send(f.sup, &IdleEvicted{From: f.self, Evicted: true})
 	}
 }
 
@@ -84,7 +84,7 @@ func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *Superv
 		Go:            wg.Go,
 		Logger:        quiet,
 		Incarnation:   &inc,
-		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *RoutePublished) actor.Producer {
+		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
 			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: pub, events: h.events} }
 		},
 	}
@@ -106,7 +106,7 @@ func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *Superv
 }
 
 func (h *supHarness) route(name string) *actor.PID {
-	tk := &wait.Ticket[*RouteHandle]{}
+	tk := &wait.Ticket[*routeHandle]{}
 	h.sys.Root.Send(h.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: tk})
 	rh, err := result(h.t, tk)
 	if err != nil {
@@ -244,7 +244,7 @@ func TestSupervisorRouteListFollowsStartsAndStops(t *testing.T) {
 	s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
 	es := make([]*routeEntry, 6)
 	for i := range es {
-		es[i] = entryN(i, &RoutePublished{})
+		es[i] = entryN(i, &routePublished{})
 		s.addRoute(es[i])
 	}
 	check := func(when string) {

@@ -9,50 +9,33 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sourcegraph/conc"
 
 	"github.com/connactor/connactor/actors"
-	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/internal/dispatch"
-	"github.com/connactor/connactor/internal/wait"
-	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
 
-// Client is an HTTP/1.1 client connection manager. It is safe for concurrent use.
+// Client is an HTTP/1.1 and HTTP/2 client: an http.RoundTripper whose
+// connections are pooled by actors (actors.Pool), with limits per route and
+// in total. It is safe for concurrent use.
 type Client struct {
-	userCfg   Config // as given to New (for Clone)
-	cfg       Config
-	sys       *actor.ActorSystem
-	ownSystem bool
-	sup       *actor.PID
-	bridge    *actor.PID // the actor that serves callers that are actors (bridge.go)
-	inc       atomic.Pointer[actors.Incarnation]
-	admission *wait.Semaphore // MaxConcurrentRequests
-	budget    *retryBudget    // Config.RetryBudget
-	routeOpt  route.Options
-	connOpt   conn.Options
-	tel       *telemetry.Telemetry // spans, metrics and logs (see telemetry.go)
-	keeper    *fleet.Keeper        // the node's fleet budget shares (fleet.go); nil without a fleet budget
+	userCfg Config // as given to New (for Clone)
+	cfg     Config
+	pool    *actors.Pool
+	bridge  *actor.PID           // the actor that serves callers that are actors (bridge.go)
+	budget  *retryBudget         // Config.RetryBudget
+	tel     *telemetry.Telemetry // spans, metrics and logs
+	keeper  *fleet.Keeper        // the node's fleet budget shares (fleet.go); nil without a fleet budget
 
-	routes sync.Map // route.Key -> *actors.RouteHandle: the supervisor's answers, until their Done closes
-
-	wg         conc.WaitGroup       // dials, idle watchers, the expiry ticker, actor callers' requests, Send's requests and handler workers
-	disp       *dispatch.Dispatcher // Send's Handles and handler workers (dispatch.go)
-	life       context.Context
-	cancelLife context.CancelFunc
-	closing    atomic.Bool
-	closed     chan struct{} // closed by Close: every wait selects on it
-	closeOnce  sync.Once
-	nextID     atomic.Uint64
+	wg        conc.WaitGroup       // actor callers' requests, Send's requests and handler workers
+	disp      *dispatch.Dispatcher // Send's Handles and handler workers (dispatch.go)
+	closeOnce sync.Once
 }
 
 // New validates cfg, fills its defaults and starts the client's supervisor actor
@@ -64,95 +47,49 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{userCfg: userCfg, cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests),
-		budget: newRetryBudget(cfg.RetryBudget)}
-	c.life, c.cancelLife = context.WithCancel(context.Background())
+	c := &Client{userCfg: userCfg, cfg: cfg, budget: newRetryBudget(cfg.RetryBudget)}
 	c.tel = telemetry.New(telemetry.Config{TracerProvider: cfg.TracerProvider, MeterProvider: cfg.MeterProvider,
 		Propagator: cfg.Propagator, Logger: cfg.Logger})
-	c.disp = dispatch.New(dispatch.Config{RoundTrip: (*hooked)(c), Workers: cfg.HandlerWorkers, Go: c.wg.Go,
-		Logger: cfg.Logger, Closing: c.closing.Load, ErrClosed: ErrClosed})
-
-	tlsCfg := cfg.TLSConfig
-	if tlsCfg == nil {
-		tlsCfg = &tls.Config{}
-	} else {
-		tlsCfg = tlsCfg.Clone()
-	}
-	if tlsCfg.ClientSessionCache == nil {
-		// Resumption on by default: a new connection to a known host skips the
-		// full handshake.
-		tlsCfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
-	}
-	// Proxy credentials stay out of route keys (and so out of logs and Stats):
-	// routing remembers them here and the dial looks them up.
-	creds := &route.Credentials{}
-	c.routeOpt = route.Options{Proxy: cfg.Proxy, Credentials: creds}
-	alpn, h2c := cfg.alpn()
-	c.connOpt = conn.Options{
-		ALPN:                   alpn,
-		H2C:                    h2c,
-		HTTP2:                  cfg.HTTP2,
+	pc := actors.PoolConfig{
+		MaxConnsPerRoute:      cfg.MaxConnsPerRoute,
+		MaxConnsTotal:         cfg.MaxConnsTotal,
+		MaxConnsPerHost:       cfg.MaxConnsPerHost,
+		MaxConcurrentRequests: cfg.MaxConcurrentRequests,
+		MaxPendingPerRoute:    cfg.MaxPendingPerRoute,
+		MaxDialsPerRoute:      cfg.MaxDialsPerRoute,
+		MaxRequestsPerConn:    cfg.MaxRequestsPerConn,
+		LeaseTimeout:          cfg.LeaseTimeout,
+		MaxIdleTime:           cfg.MaxIdleTime,
+		MaxLifetime:           cfg.MaxLifetime,
+		FailFast: actors.FailFast{Threshold: cfg.FailFastAfter, Cooldown: cfg.FailFastCooldown,
+			MaxCooldown: cfg.FailFastMaxCooldown},
+		ExpiryInterval:         cfg.expiryInterval(),
 		DialTimeout:            cfg.DialTimeout,
-		TLSConfig:              tlsCfg,
+		TLSConfig:              cfg.TLSConfig,
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
 		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
-		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
+		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		DialContext:            cfg.DialContext,
-		ProxyCredentials:       creds,
-		Go:                     c.wg.Go,
+		Proxy:                  cfg.Proxy,
+		Protocols:              cfg.Protocols,
+		HTTP2:                  cfg.HTTP2,
+		DisableCompression:     cfg.DisableCompression,
+		System:                 cfg.System, // the cluster's with a Cluster (withDefaults)
+		LoggerFactory:          ProtoactorLogger(cfg.Logger),
 		Logger:                 cfg.Logger,
+		Tel:                    c.tel,
 		Fault:                  cfg.fault,
 	}
-
-	if cfg.System != nil {
-		c.sys = cfg.System // the cluster's with a Cluster (withDefaults)
-	} else {
-		c.sys = actor.NewActorSystem(actor.WithLoggerFactory(ProtoactorLogger(cfg.Logger)))
-		c.ownSystem = true
+	if cfg.fleetOn() {
+		pc.StartFleet, pc.StopFleet = c.startFleet, c.stopFleet
 	}
-	supervision := actors.NewSupervision(cfg.Logger)
-	supCfg := &actors.SupervisorConfig{
-		Route: &actors.RouteConfig{
-			MaxConnsPerRoute:   cfg.MaxConnsPerRoute,
-			MaxPendingPerRoute: cfg.MaxPendingPerRoute,
-			MaxDialsPerRoute:   cfg.MaxDialsPerRoute,
-			MaxRequestsPerConn: cfg.MaxRequestsPerConn,
-			FailFast: actors.FailFast{Threshold: cfg.FailFastAfter, Cooldown: cfg.FailFastCooldown,
-				MaxCooldown: cfg.FailFastMaxCooldown},
-			MaxIdleTime: cfg.MaxIdleTime,
-			MaxLifetime: cfg.MaxLifetime,
-			Conn:        &c.connOpt,
-			Life:        c.life,
-			Logger:      cfg.Logger,
-			Now:         time.Now,
-			Tel:         c.tel,
-			Supervision: supervision,
-			Fault:       cfg.fault,
-		},
-		MaxConnsTotal:   cfg.MaxConnsTotal,
-		MaxConnsPerHost: cfg.MaxConnsPerHost,
-		ExpiryInterval:  cfg.expiryInterval(),
-		Go:              c.wg.Go,
-		Logger:          cfg.Logger,
-		Incarnation:     &c.inc,
-	}
-	// The supervisor's PID is known before it is spawned, so that the fleet
-	// keeper (which tells it the shares) can start first and the supervisor
-	// find the keeper in its config.
-	supName := "connactor-supervisor" + c.sys.ProcessRegistry.NextId()
-	if supCfg.Fleet, err = c.startFleet(supName); err != nil {
-		c.cancelLife()
-		c.tel.Close()
+	if c.pool, err = actors.NewPool(pc); err != nil {
 		return nil, fmt.Errorf("%w: fleet budget: %w", ErrInvalidConfig, err)
 	}
-	props := actor.PropsFromProducer(actors.NewSupervisor(supCfg), actor.WithMailbox(actors.SupervisorMailbox()),
-		actor.WithSupervisor(supervision.Route), actor.WithGuardian(actors.SupervisorStrategy))
-	if c.sup, err = c.sys.Root.SpawnNamed(props, supName); err != nil {
-		panic("client: internal error: supervisor name taken: " + err.Error()) // NextId is unique
-	}
-	c.bridge = c.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridge{c: c} }))
-	c.registerGauges()
+	c.disp = dispatch.New(dispatch.Config{RoundTrip: (*hooked)(c), Workers: cfg.HandlerWorkers, Go: c.wg.Go,
+		Logger: cfg.Logger, Closing: c.pool.Closing, ErrClosed: ErrClosed})
+	c.bridge = c.pool.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridge{c: c} }))
 	return c, nil
 }
 
@@ -196,22 +133,11 @@ func (c *Client) closeWith(ctx context.Context) error {
 	err := ErrClosed
 	c.closeOnce.Do(func() {
 		err = nil
-		c.closing.Store(true)
-		c.disp.Close() // abort Send's Handles before their requests fail with ErrClosed
-		close(c.closed)
-		c.tel.Close()
-		c.cancelLife()
-		if ferr := c.sys.Root.StopFuture(c.bridge).Wait(); ferr != nil {
-			c.cfg.Logger.Warn("connactor: actor bridge did not confirm stop", "err", ferr)
-		}
-		if ferr := c.sys.Root.StopFuture(c.sup).Wait(); ferr != nil {
-			c.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
-		}
-		c.stopFleet(ctx) // every socket closed and reported: the shares go back
+		c.pool.StopTaking()
+		c.disp.Close()    // abort Send's Handles before their requests fail with ErrClosed
+		c.pool.Close(ctx) // stops the bridge too
+
 		c.wg.Wait()
-		if c.ownSystem {
-			c.sys.Shutdown()
-		}
 	})
 	return err
 }
@@ -221,11 +147,11 @@ func (c *Client) closeWith(ctx context.Context) error {
 // everything as Close does. If ctx ends first, it closes at once and returns
 // ctx's error. Later calls return ErrClosed.
 func (c *Client) Shutdown(ctx context.Context) error {
-	if !c.closing.CompareAndSwap(false, true) {
+	if !c.pool.StopTaking() {
 		return ErrClosed
 	}
 	select {
-	case <-c.admission.Drained():
+	case <-c.pool.Drained():
 		c.closeWith(ctx)
 		return nil
 	case <-ctx.Done():

@@ -14,11 +14,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/connactor/connactor/actors"
-	"github.com/connactor/connactor/conn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/connactor/connactor/actors"
 )
 
 // Config configures a Client. Zero values mean the documented defaults; New
@@ -254,15 +254,4 @@ func (cfg *Config) expiryInterval() time.Duration {
 		d = cfg.MaxLifetime / 4
 	}
 	return max(10*time.Millisecond, min(d, time.Second))
-}
-
-// alpn returns the ALPN list of targets' TLS handshakes and whether http
-// routes speak h2c with prior knowledge.
-func (cfg *Config) alpn() (alpn []string, h2c bool) {
-	p := cfg.Protocols
-	if p == nil {
-		return conn.ALPNFor(true, true), false
-	}
-	h1 := p.HTTP1()
-	return conn.ALPNFor(h1, p.HTTP2() || !h1), p.UnencryptedHTTP2() && !h1
 }

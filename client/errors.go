@@ -3,10 +3,8 @@ package client
 import (
 	"errors"
 
+	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/internal/dispatch"
-	"github.com/connactor/connactor/internal/errs"
-
-	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/route"
 )
 
@@ -36,45 +34,45 @@ import (
 // error that wraps it: through http.Client, url.Error.Timeout() and
 // os.IsTimeout report true. The message names the request's URL and how long
 // it waited.
-var ErrLeaseTimeout = errs.Timeout("connactor: timed out waiting for a pooled connection", "lease_timeout")
+var ErrLeaseTimeout = actors.ErrLeaseTimeout
 
 // ErrClosed is returned by every call on a client that is closed or shutting
 // down, and by requests that were waiting when it closed. It is returned
 // unwrapped.
-var ErrClosed = errors.New("connactor: client closed")
+var ErrClosed = actors.ErrClosed
 
 // ErrNotSent marks failures that happened before any byte of the request was
 // written: the server cannot have seen it, and replaying it is safe. Test with
 // errors.Is; the error also wraps the cause.
-var ErrNotSent = conn.ErrNotSent
+var ErrNotSent = actors.ErrNotSent
 
 // ErrOutcomeUnknown marks failures after (part of) the request was written and
 // before a complete response head arrived: the server may have acted on it.
 // Test with errors.Is; the error also wraps the cause (a *net.OpError, io.EOF,
 // ErrResponseHeaderTimeout, the context's error, ...).
-var ErrOutcomeUnknown = conn.ErrOutcomeUnknown
+var ErrOutcomeUnknown = actors.ErrOutcomeUnknown
 
 // ErrStaleConn is returned (with ErrNotSent) when a pooled connection turned out
 // to be closed by the server, or to carry bytes nobody asked for, as it was
 // leased, and the request could not be retried (the one retry was spent).
-var ErrStaleConn = conn.ErrStaleConn
+var ErrStaleConn = actors.ErrStaleConn
 
 // ErrResponseHeaderTooLarge is returned (with ErrOutcomeUnknown) when the
 // response head exceeds Config.MaxResponseHeaderBytes. The reading stops at the
 // limit and the connection is discarded.
-var ErrResponseHeaderTooLarge = conn.ErrResponseHeaderTooLarge
+var ErrResponseHeaderTooLarge = actors.ErrResponseHeaderTooLarge
 
 // ErrResponseHeaderTimeout is returned (with ErrOutcomeUnknown) when the response
 // head did not arrive within Config.ResponseHeaderTimeout after the request was
 // written. It is a net.Error whose Timeout() is true.
-var ErrResponseHeaderTimeout = conn.ErrResponseHeaderTimeout
+var ErrResponseHeaderTimeout = actors.ErrResponseHeaderTimeout
 
 // ErrInvalidRequest is returned (with ErrNotSent) for requests refused before
 // anything is written: nil request or URL, invalid method or Host, header
 // names or values with CR, LF or other invalid bytes. The message is
 // net/http's ("net/http: invalid header field value for \"X\"", ...), which
 // libraries match.
-var ErrInvalidRequest = errors.New("connactor: invalid request")
+var ErrInvalidRequest = actors.ErrInvalidRequest
 
 // ErrUnsupportedScheme is returned (wrapped, with ErrNotSent) for URL schemes
 // other than http and https, as net/http words it: `unsupported protocol
@@ -88,30 +86,13 @@ var ErrInvalidConfig = errors.New("connactor: invalid config")
 // ExchangeError is the type of transport failures on a connection, dials
 // included (Op "dial"). errors.As(err,
 // new(*client.ExchangeError)) gives how far the exchange got.
-type ExchangeError = conn.ExchangeError
+type ExchangeError = actors.ExchangeError
 
 // ProxyConnectError is returned (wrapped) when the proxy refuses a CONNECT
 // tunnel, e.g. 407 for missing or wrong proxy credentials or 502 when it cannot
 // reach the target. The request was not sent.
 // errors.As(err, new(*client.ProxyConnectError)) gives the proxy's status.
-type ProxyConnectError = conn.ProxyConnectError
-
-// notSentError marks err as a failure before anything was sent. It keeps err's
-// message and chain: errors.Is finds both err's sentinels and ErrNotSent.
-type notSentError struct{ err error }
-
-func notSent(err error) error { return &notSentError{err} }
-
-func (e *notSentError) Error() string   { return e.err.Error() }
-func (e *notSentError) Unwrap() []error { return []error{e.err, ErrNotSent} }
-
-// Timeout reports whether the cause is a timeout (ErrLeaseTimeout, a
-// deadline), so that http.Client's *url.Error says Timeout() and
-// os.IsTimeout holds, as for net/http's own timeouts.
-func (e *notSentError) Timeout() bool {
-	var t interface{ Timeout() bool }
-	return errors.As(e.err, &t) && t.Timeout()
-}
+type ProxyConnectError = actors.ProxyConnectError
 
 // ErrAborted is returned (possibly wrapped) by Handle.Await once the Handle was
 // aborted (Handle.Abort, Client.AbortAll, Client.Close) or closed (Handle.Close).
@@ -128,30 +109,17 @@ var ErrHandlerPanicked = dispatch.ErrHandlerPanicked
 // ErrNotSent (errors.Is(err, ErrNotSent) holds for it and for the errors that
 // wrap it): retry elsewhere, later, or shed the load. Other routes are not
 // affected.
-var ErrQueueFull error = &policyError{msg: "connactor: route's wait queue is full", kind: "queue_full"}
+var ErrQueueFull = actors.ErrQueueFull
 
 // ErrRouteUnavailable is returned while the request's route fails fast: its
 // dials kept failing (Config.FailFastAfter), and the route refuses callers at
 // once until a probe dial succeeds after its cool-down. It is also ErrNotSent.
 // The last dial's error stays reachable with errors.As.
-var ErrRouteUnavailable error = &policyError{msg: "connactor: route unavailable: its dials keep failing", kind: "route_unavailable"}
-
-// policyError is a request refused by a pool policy, before anything was sent.
-type policyError struct{ msg, kind string }
-
-func (e *policyError) Error() string        { return e.msg }
-func (e *policyError) Is(target error) bool { return target == ErrNotSent }
-func (e *policyError) ErrorType() string    { return e.kind }
-
-// wrapped is err, with cause reachable too (errors.Is and errors.As see both).
-type wrapped struct{ err, cause error }
-
-func (w *wrapped) Error() string   { return w.err.Error() }
-func (w *wrapped) Unwrap() []error { return []error{w.err, w.cause} }
+var ErrRouteUnavailable = actors.ErrRouteUnavailable
 
 // ErrEarlyResponse marks a response that arrived before the request body was
 // sent in full: the server answered early (413, 401, ... before reading an
 // upload), and the write was stopped. RoundTrip returns such a response (as
 // net/http does); Send's handlers hear of it first as a non-fatal problem
 // (errors.Is(err, ErrEarlyResponse)). Its connection is not re-used.
-var ErrEarlyResponse = conn.ErrEarlyResponse
+var ErrEarlyResponse = actors.ErrEarlyResponse

@@ -66,17 +66,14 @@ func (cfg *Config) fleetDefaults() error {
 }
 
 // startFleet starts the node's fleet keeper, telling it the supervisor's PID
-// (the supervisor is spawned next, as supName), and returns the keeper's PID
-// for the supervisor. Without a fleet budget it does nothing and returns nil.
-func (c *Client) startFleet(supName string) (*actor.PID, error) {
-	if !c.cfg.fleetOn() {
-		return nil, nil
-	}
+// (the supervisor is spawned next), and returns the keeper's PID for the
+// supervisor (actors.PoolConfig.StartFleet).
+func (c *Client) startFleet(_ *actor.ActorSystem, sup *actor.PID) (*actor.PID, error) {
 	k, err := fleet.New(fleet.Config{
 		Cluster:    c.cfg.Cluster,
 		Budget:     c.cfg.FleetMaxConnsPerRoute,
 		Floor:      c.cfg.FleetFloor,
-		Supervisor: c.sys.NewLocalPID(supName),
+		Supervisor: sup,
 		Logger:     c.cfg.Logger,
 		OnRenewal:  func(r fleet.Renewal) { c.tel.FleetRenewal(r.Took, r.Err) },
 	})
@@ -105,7 +102,7 @@ func (c *Client) fleetStats(st *Stats) {
 	if c.keeper == nil {
 		return
 	}
-	snap, err := c.keeper.Snapshot(c.life)
+	snap, err := c.keeper.Snapshot(c.pool.Life())
 	if err != nil {
 		return // closing
 	}

@@ -69,7 +69,7 @@ func TestClientTakesTheClustersActorSystemAndLeavesItRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.sys != cl.ActorSystem || c.ownSystem {
+	if c.pool.System() != cl.ActorSystem || c.pool.OwnsSystem() {
 		t.Fatal("the client does not run in the cluster's actor system, or owns it")
 	}
 	if st := c.Stats(); len(st.Routes) != 0 {

@@ -145,7 +145,7 @@ func TestShutdownWaitsForRequestsInFlightThenClosesEverything(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Shutdown(context.Background()) }()
-	waitFor(t, "shutdown to start", func() bool { return c.closing.Load() })
+	waitFor(t, "shutdown to start", func() bool { return c.pool.Closing() })
 	if _, err := c.RoundTrip(requestCtx(context.Background(), srv.URL)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("new request during Shutdown: %v", err)
 	}

@@ -118,7 +118,7 @@ type Actor struct {
 	sys      *actor.ActorSystem
 	self     *actor.PID
 	parent   *actor.PID
-	recycled *RecycleResponse // made by the first recycle, sent by every one
+	recycled *Recycled // made by the first recycle, sent by every one
 
 	nc  net.Conn
 	rd  *countingReader // under br: counts response bytes, bounds the header size (&rdv)

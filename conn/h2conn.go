@@ -61,8 +61,8 @@ func (e *h2Events) callbacks() h2.Events {
 	id := e.c.id
 	return h2.Events{
 		StreamsChanged: func(h2.Streams) { e.push(&StreamsChanged{ID: id}, false) },
-		Draining:       func(r h2.Reason) { e.push(&DrainStarted{ID: id, Reason: string(r)}, false) },
-		Closed:         func(r h2.Reason, err error) { e.push(&H2Closed{ID: id, Reason: string(r), Err: err}, true) },
+		Draining:       func(r h2.Reason) { e.push(&DrainStarted{ID: id, Reason: r}, false) },
+		Closed:         func(r h2.Reason, err error) { e.push(&H2Closed{ID: id, Reason: r, Err: err}, true) },
 	}
 }
 

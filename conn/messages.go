@@ -43,19 +43,18 @@ type StreamsChanged struct {
 
 // DrainStarted is sent by an HTTP/2 connection actor to its route when the
 // connection takes no new streams (GOAWAY, refused streams, or a drain the
-// route asked for); it closes when its last stream ends. No reply. Reason is
-// conn/h2's.
+// route asked for); it closes when its last stream ends. No reply.
 type DrainStarted struct {
 	ID     uint64
-	Reason string
+	Reason route.CloseReason
 }
 
 // H2Closed is sent by an HTTP/2 connection actor to its route when the
-// connection closed, with conn/h2's reason ("goaway", "ping_timeout",
-// "server_close", "error", ...). No reply. It is the connection's last event.
+// connection closed, and why (route.ReasonGoAway, ReasonPingTimeout,
+// ReasonServerClosed, ReasonError, ...). No reply. It is the connection's last event.
 type H2Closed struct {
 	ID     uint64
-	Reason string
+	Reason route.CloseReason
 	Err    error
 }
 
@@ -180,19 +179,20 @@ func (m *dialResult) report(id uint64, err error, nc net.Conn) *Dialed {
 
 // RecycleRequest is sent by the route actor to a connection actor whose
 // connection it has closed (its socket aborted, its ID forgotten), instead of
-// stopping it: the actor drops everything of that socket and answers
-// RecycleResponse to its parent, ready for a DialRequest, the cheap way to a
+// stopping it: the actor drops everything of that socket and tells its parent
+// with the event Recycled, ready for a DialRequest, the cheap way to a
 // new connection of the same route (no spawn, no stop). An actor that cannot
 // be re-used safely (its buffers still lent to a response body or a request
 // writer, an HTTP/2 connection, a dial in flight) stops itself instead: the
-// parent sees its Terminated and no RecycleResponse.
+// parent sees its Terminated and no Recycled.
 type RecycleRequest struct{}
 
-// RecycleResponse answers a RecycleRequest: PID, the answering actor, holds
-// no socket and waits for a DialRequest. Nothing of its previous socket
+// Recycled is sent by a connection actor to its parent once it handled a
+// RecycleRequest: PID, the actor, holds no socket and waits for a
+// DialRequest. No reply. Nothing of its previous socket
 // reaches the parent afterwards but events carrying that socket's ID (a late
 // IdleBroken), which the parent no longer knows.
-type RecycleResponse struct{ PID *actor.PID }
+type Recycled struct{ PID *actor.PID }
 
 // DialRequest is sent by the route actor to a recycled connection actor (see
 // RecycleRequest): dial a new socket, numbered ID (unique within the route,

@@ -28,7 +28,7 @@ func (c *Actor) onRecycle(ctx actor.Context) {
 	c.dropSocket() // nothing is lent (checked above): the buffers go back
 	c.resetSocket()
 	if c.recycled == nil {
-		c.recycled = &RecycleResponse{PID: c.self} // the actor's one answer, never changed
+		c.recycled = &Recycled{PID: c.self} // the actor's one answer, never changed
 	}
 	ctx.Send(c.parent, c.recycled)
 }

@@ -31,7 +31,7 @@ type recycleFixture struct {
 	ln       net.Listener
 	life     context.Context
 	dialed   chan *Dialed
-	recycled chan *RecycleResponse
+	recycled chan *Recycled
 	broken   chan *IdleBroken
 	gone     chan *actor.PID
 	wg       sync.WaitGroup
@@ -43,7 +43,7 @@ func newRecycleFixture(t *testing.T) *recycleFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &recycleFixture{ln: ln, dialed: make(chan *Dialed, 1), recycled: make(chan *RecycleResponse, 1),
+	f := &recycleFixture{ln: ln, dialed: make(chan *Dialed, 1), recycled: make(chan *Recycled, 1),
 		broken: make(chan *IdleBroken, 4), gone: make(chan *actor.PID, 1)}
 	var servers []net.Conn
 	var mu sync.Mutex
@@ -95,7 +95,7 @@ func newRecycleFixture(t *testing.T) *recycleFixture {
 			}, actor.WithMailbox(connMailbox)))
 		case *Dialed:
 			f.dialed <- m
-		case *RecycleResponse:
+		case *Recycled:
 			f.recycled <- m
 		case *IdleBroken:
 			f.broken <- m
@@ -156,12 +156,12 @@ func (f *recycleFixture) recycle(t *testing.T, d *Dialed) {
 	select {
 	case m := <-f.recycled:
 		if m.PID.Id != f.pid.Id {
-			t.Fatalf("RecycleResponse from %s, want %s", m.PID.Id, f.pid.Id)
+			t.Fatalf("Recycled from %s, want %s", m.PID.Id, f.pid.Id)
 		}
 	case who := <-f.gone:
 		t.Fatalf("the actor stopped (%s) instead of recycling", who.Id)
 	case <-time.After(10 * time.Second):
-		t.Fatal("no RecycleResponse in 10s")
+		t.Fatal("no Recycled in 10s")
 	}
 }
 
@@ -393,7 +393,7 @@ func BenchmarkSpareActorMemory(b *testing.B) {
 				close(spawned)
 			case *Dialed:
 				failed <- struct{}{}
-			case *RecycleResponse:
+			case *Recycled:
 				recycled <- struct{}{}
 			}
 		}))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/connactor/connactor/route"
 )
 
 type timeoutErr struct{}
@@ -50,8 +52,8 @@ func TestFleetShareIsObservedOnlyForRoutesWithABudget(t *testing.T) {
 	a := tel.Route("http", "a.test", "80")
 	b := tel.Route("http", "b.test", "80")
 	readings := []RouteReading{
-		{Route: a, Fleet: true, FleetShare: 4},
-		{Route: a, Fleet: true, FleetShare: 2}, // another identity, same destination
+		{Route: a, Fleet: true, Stats: route.Stats{FleetShare: 4}},
+		{Route: a, Fleet: true, Stats: route.Stats{FleetShare: 2}}, // another identity, same destination
 		{Route: b},
 	}
 	err := tel.RegisterPool(func(yield func(RouteReading) bool) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/connactor/connactor/route"
 )
 
 // The hooks below are called by route actors inside Receive: they only add to
@@ -71,17 +73,15 @@ func (r *Route) LeaseGranted(waited time.Duration) {
 	}
 }
 
-// RouteReading is one route's counters as its actor published them.
+// RouteReading is one route's counters as its actor published them: of
+// Stats, the gauges read Leased (active connections), Idle, Pending, FailFast
+// (open or not), LearnedIdle and FleetShare.
 type RouteReading struct {
-	Route                 *Route
-	Active, Idle, Pending int64
-	FailFast              bool          // the route fails calls fast
-	LearnedIdle           time.Duration // the server's learned idle timeout (0 = none)
-	// Fleet says the route has a fleet-wide budget; FleetShare is this node's
-	// share of it, as the supervisor enforces it (connactor.fleet.share is
+	Route *Route
+	// Fleet says the route has a fleet-wide budget (connactor.fleet.share is
 	// observed only for routes with Fleet set).
-	Fleet      bool
-	FleetShare int64
+	Fleet bool
+	Stats route.Stats
 }
 
 // LeaseRejected counts a request a route refused by policy: reason is
@@ -126,14 +126,15 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 				by[rr.Route] = s
 				order = append(order, rr.Route)
 			}
-			s.active += rr.Active
-			s.idle += rr.Idle
-			s.pending += rr.Pending
-			s.failFast = s.failFast || rr.FailFast
-			s.learnedIdle = max(s.learnedIdle, rr.LearnedIdle)
+			st := &rr.Stats
+			s.active += int64(st.Leased)
+			s.idle += int64(st.Idle)
+			s.pending += int64(st.Pending)
+			s.failFast = s.failFast || st.FailFast == route.FailFastOpen
+			s.learnedIdle = max(s.learnedIdle, st.LearnedIdle)
 			if rr.Fleet {
 				s.fleet = true
-				s.fleetShare += rr.FleetShare
+				s.fleetShare += int64(st.FleetShare)
 			}
 		}
 		for _, r := range order {

@@ -21,6 +21,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
+
+	"github.com/connactor/connactor/route"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -222,9 +224,9 @@ func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
 		t.Fatal("Route is not cached")
 	}
 	readings := []RouteReading{
-		{Route: a, Active: 1, Idle: 2, Pending: 3},
-		{Route: a, Active: 1, Idle: 0, Pending: 1}, // another identity, same destination
-		{Route: b, Active: 5, Idle: 0, Pending: 0},
+		{Route: a, Stats: route.Stats{Leased: 1, Idle: 2, Pending: 3}},
+		{Route: a, Stats: route.Stats{Leased: 1, Idle: 0, Pending: 1}}, // another identity, same destination
+		{Route: b, Stats: route.Stats{Leased: 5, Idle: 0, Pending: 0}},
 	}
 	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
 		for _, r := range readings {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/connactor/connactor/route"
 )
 
 // assumedStreams is the stream limit assumed until the peer's SETTINGS arrive:
@@ -66,25 +68,28 @@ type Events struct {
 	Closed func(Reason, error)
 }
 
-// Reason says why a connection drains or closed.
-type Reason string
+// Reason says why a connection drains or closed. It is the pool's close
+// reason (route.CloseReason); the constants below name the values a
+// connection reports.
+type Reason = route.CloseReason
 
 const (
 	// ReasonGoAway: the server sent GOAWAY.
-	ReasonGoAway Reason = "goaway"
+	ReasonGoAway = route.ReasonGoAway
 	// ReasonRefused: the server refused two streams with REFUSED_STREAM after its
 	// SETTINGS arrived, and the connection retired itself (OkHttp's rule).
-	ReasonRefused Reason = "refused"
-	// ReasonLocal: the owner called Close.
-	ReasonLocal Reason = "local"
+	ReasonRefused = route.ReasonRefusedStreams
+	// ReasonLocal: the owner called Close (the connection is not to be used
+	// again).
+	ReasonLocal = route.ReasonNotReusable
 	// ReasonPingTimeout: the health check's PING was not answered within
 	// HTTP2Config.PingTimeout.
-	ReasonPingTimeout Reason = "ping_timeout"
+	ReasonPingTimeout = route.ReasonPingTimeout
 	// ReasonServerClose: the server closed (or reset) the connection without
 	// GOAWAY.
-	ReasonServerClose Reason = "server_close"
+	ReasonServerClose = route.ReasonServerClosed
 	// ReasonError: a read, write or protocol error.
-	ReasonError Reason = "error"
+	ReasonError = route.ReasonError
 )
 
 // Streams is a snapshot of a connection's stream accounting.

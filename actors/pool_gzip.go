@@ -1,4 +1,4 @@
-package client
+package actors
 
 import (
 	"compress/gzip"
@@ -10,7 +10,7 @@ import (
 
 // Transparent compression, as net/http's Transport does it: when the caller
 // did not ask for an encoding itself (no Accept-Encoding, no Range) and
-// Config.DisableCompression is false, the request is sent with
+// PoolConfig.DisableCompression is false, the request is sent with
 // "Accept-Encoding: gzip", and a gzip response is decompressed as it is read:
 // its Content-Encoding and Content-Length are removed, ContentLength is -1 and
 // Uncompressed is true. The caller's request is never modified: on HTTP/1.1
@@ -19,8 +19,8 @@ import (
 // the request whose header carries it (withGzip).
 
 // wantsGzip reports whether req is sent with "Accept-Encoding: gzip".
-func (c *Client) wantsGzip(req *http.Request) bool {
-	if c.cfg.DisableCompression || req.Method == http.MethodHead {
+func (p *Pool) wantsGzip(req *http.Request) bool {
+	if p.cfg.DisableCompression || req.Method == http.MethodHead {
 		return false
 	}
 	if _, ok := req.Header["Accept-Encoding"]; ok {

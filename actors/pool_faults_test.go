@@ -1,4 +1,4 @@
-package client
+package actors
 
 import (
 	"errors"
@@ -8,14 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
-// crashNow makes the actor of kind ("route", "supervisor") that receives it
-// panic, through Config.fault: a bug, injected.
-type crashNow struct{ kind string }
-
+// crashHook makes the actor of kind ("route", "supervisor") that receives a
+// crashNow panic, through PoolConfig.Fault: a bug, injected.
 func crashHook(kind string, msg any) {
 	if c, ok := msg.(*crashNow); ok && c.kind == kind {
 		panic("injected " + kind + " failure")
@@ -24,27 +22,27 @@ func crashHook(kind string, msg any) {
 
 // waitingCallers starts n requests to url that queue behind a connection the
 // test holds, and returns their outcomes.
-func waitingCallers(t *testing.T, c *Client, url string, n int) chan error {
+func waitingCallers(t *testing.T, p *Pool, url string, n int) chan error {
 	t.Helper()
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() { // ends with its request: the crash answers it
-			resp, err := c.RoundTrip(newGet(t, url))
+			resp, err := roundTrip(p, newGet(t, url))
 			if err == nil {
 				resp.Body.Close()
 			}
 			errs <- err
 		}()
 	}
-	waitUntil(t, "the callers queued", func() bool { return c.Stats().Pending == n })
+	eventually(t, "the callers queued", func() bool { return snapshot(t, p).Pending == n })
 	return errs
 }
 
 // holdOne leases the route's only connection with a request whose response
 // body the test keeps open.
-func holdOne(t *testing.T, c *Client, url string) *http.Response {
+func holdOne(t *testing.T, p *Pool, url string) *http.Response {
 	t.Helper()
-	resp, err := c.RoundTrip(newGet(t, url))
+	resp, err := roundTrip(p, newGet(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,21 +53,21 @@ func holdOne(t *testing.T, c *Client, url string) *http.Response {
 // with an error within 100 ms, not at Close; the pool keeps serving new
 // requests within its limits.
 func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
-	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, fault: crashHook})
-	held := holdOne(t, c, srv.URL)
-	errs := waitingCallers(t, c, srv.URL, 50)
-	h := c.cachedRoute(t)
+	srv := okServer(t)
+	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, MaxConnsTotal: 1, Fault: crashHook})
+	held := holdOne(t, p, srv.URL())
+	errs := waitingCallers(t, p, srv.URL(), 50)
+	h := p.cachedRoute(t)
 
 	start := time.Now()
-	c.sys.Root.Send(h.PID, &crashNow{kind: "route"})
+	p.sys.Root.Send(h.PID, &crashNow{kind: "route"})
 	var slowest time.Duration
 	for i := 0; i < 50; i++ {
 		err := <-errs
 		if d := time.Since(start); d > slowest {
 			slowest = d
 		}
-		if !errors.Is(err, actors.ErrRouteFailed) || !errors.Is(err, ErrNotSent) {
+		if !errors.Is(err, ErrRouteFailed) || !errors.Is(err, ErrNotSent) {
 			t.Fatalf("waiter %d: %v, want a route failure that was not sent", i, err)
 		}
 	}
@@ -81,29 +79,29 @@ func TestARouteActorThatPanicsAnswersItsFiftyWaitersAtOnce(t *testing.T) {
 	// A request racing the crash may still reach the dying route (and fail as
 	// not sent); once its Done is closed, requests go to a new route actor.
 	<-h.Done
-	if got := get(t, c, srv.URL); got != "ok" {
+	if got := get(t, p, srv.URL()); got != faultserver.Body("") {
 		t.Fatalf("after the crash: %q", got)
 	}
-	st := c.Stats()
+	st := snapshot(t, p)
 	if st.RouteFailures != 1 || st.Connections > 1 || st.Leased != 0 || st.Pending != 0 {
 		t.Fatalf("after the crash: %+v", st)
 	}
-	srv.waitOpenAtMost(t, 1)
+	waitOpenAtMost(t, srv, 1)
 }
 
 // A supervisor that panics while callers wait is restarted; every waiter is
 // answered with an error at once, and the pool serves new requests within its
 // limits.
 func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
-	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, fault: crashHook})
-	held := holdOne(t, c, srv.URL)
-	errs := waitingCallers(t, c, srv.URL, 20)
+	srv := okServer(t)
+	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, MaxConnsTotal: 1, Fault: crashHook})
+	held := holdOne(t, p, srv.URL())
+	errs := waitingCallers(t, p, srv.URL(), 20)
 
 	start := time.Now()
-	c.sys.Root.Send(c.sup, &crashNow{kind: "supervisor"})
+	p.sys.Root.Send(p.sup, &crashNow{kind: "supervisor"})
 	for i := 0; i < 20; i++ {
-		if err := <-errs; !errors.Is(err, actors.ErrRouteFailed) {
+		if err := <-errs; !errors.Is(err, ErrRouteFailed) {
 			t.Fatalf("waiter %d: %v", i, err)
 		}
 	}
@@ -118,7 +116,7 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 			defer wg.Done()
 			// The first requests may still meet the restart: ask until served.
 			for try := 0; ; try++ {
-				resp, err := c.RoundTrip(newGet(t, srv.URL))
+				resp, err := roundTrip(p, newGet(t, srv.URL()))
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -132,17 +130,17 @@ func TestASupervisorThatPanicsAnswersEveryWaiterAndKeepsServing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if st := c.Stats(); st.Connections > 1 {
+	if st := snapshot(t, p); st.Connections > 1 {
 		t.Fatalf("after the restart: %+v", st)
 	}
-	srv.waitOpenAtMost(t, 1)
+	waitOpenAtMost(t, srv, 1)
 }
 
-// cachedRoute returns the one route the client knows.
-func (c *Client) cachedRoute(t *testing.T) *actors.RouteHandle {
+// cachedRoute returns the one route the pool knows.
+func (p *Pool) cachedRoute(t *testing.T) *routeHandle {
 	t.Helper()
-	var h *actors.RouteHandle
-	c.routes.Range(func(_, v any) bool { h = v.(*actors.RouteHandle); return false })
+	var h *routeHandle
+	p.routes.Range(func(_, v any) bool { h = v.(*routeHandle); return false })
 	if h == nil {
 		t.Fatal("no route cached")
 	}
@@ -154,23 +152,23 @@ func (c *Client) cachedRoute(t *testing.T) *actors.RouteHandle {
 // connection and dials another, and every waiting caller is served, within
 // the limit.
 func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
-	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, fault: func(kind string, msg any) {
+	srv := okServer(t)
+	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, MaxConnsTotal: 1, Fault: func(kind string, msg any) {
 		if m, ok := msg.(*conn.ExchangeRequest); ok && kind == "conn" && m.Req.URL.Path == "/crash" {
 			panic("injected connection failure")
 		}
 	}})
-	get(t, c, srv.URL) // a connection, idle
+	get(t, p, srv.URL()) // a connection, idle
 	start := time.Now()
 	crashed := make(chan error, 1)
 	go func() {
-		_, err := c.RoundTrip(newGet(t, srv.URL+"/crash"))
+		_, err := roundTrip(p, newGet(t, srv.URL()+"/crash"))
 		crashed <- err
 	}()
 	errs := make(chan error, 20)
 	for i := 0; i < 20; i++ {
 		go func() {
-			resp, err := c.RoundTrip(newGet(t, srv.URL))
+			resp, err := roundTrip(p, newGet(t, srv.URL()))
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -191,9 +189,9 @@ func TestAConnectionActorThatPanicsFailsOnlyItsOwnRequest(t *testing.T) {
 			t.Fatalf("waiter %d: %v", i, err)
 		}
 	}
-	st := c.Stats()
+	st := snapshot(t, p)
 	if st.Routes[0].ClosedBy["error"] < 1 || st.Connections > 1 || st.Leased != 0 {
 		t.Fatalf("after the crash: %+v", st.Routes[0])
 	}
-	srv.waitOpenAtMost(t, 1)
+	waitOpenAtMost(t, srv, 1)
 }

@@ -1,11 +1,57 @@
-package client
+package actors
 
 import (
 	"errors"
 	"net/http"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/conn/h2"
 )
+
+// Replay says whether, and how, a failed attempt may be sent again.
+type Replay uint8
+
+const (
+	// NoReplay: the attempt's error is the request's.
+	NoReplay Replay = iota
+	// ReplayStale: a re-used HTTP/1.1 connection failed before any response
+	// byte, and replaying is safe (see Exchange.Replay). The caller decides
+	// (its retry budget, its hooks) and replays on a fresh connection, not the
+	// failed one.
+	ReplayStale
+	// ReplayRefused: the server refused the HTTP/2 stream before processing
+	// it (GOAWAY above its last stream id, REFUSED_STREAM): the request is
+	// replayed on another connection, whatever the budget.
+	ReplayRefused
+)
+
+// maxStreamRetries bounds the replays of a request whose HTTP/2 streams are
+// refused (GOAWAY, REFUSED_STREAM) one connection after another.
+const maxStreamRetries = 3
+
+// Replay decides whether the attempt numbered attempt (0 = the first), which
+// failed with err, may be sent again, and returns the request to send: once,
+// on a fresh connection, after a re-used HTTP/1.1 connection failed before
+// any response byte (see replayable); up to maxStreamRetries times, on
+// another connection, after an HTTP/2 stream was refused before the server
+// processed it, whatever the method, if its body can be sent again.
+func (x *Exchange) Replay(req *http.Request, err error, attempt int) (*http.Request, Replay) {
+	if x.got.H2 == nil {
+		if attempt == 0 && x.got.Reused {
+			if next, ok := replayable(req, err); ok {
+				return next, ReplayStale
+			}
+		}
+		return nil, NoReplay
+	}
+	if attempt >= maxStreamRetries || !errors.Is(err, h2.ErrRefused) && !errors.Is(err, h2.ErrNoStream) {
+		return nil, NoReplay
+	}
+	if next, ok := rewound(req); ok {
+		return next, ReplayRefused
+	}
+	return nil, NoReplay
+}
 
 // replayable decides whether a request that failed on a re-used connection may
 // be sent again on a new one, and returns the request to send. It is the one

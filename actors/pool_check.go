@@ -1,8 +1,6 @@
-package client
+package actors
 
 import (
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -10,6 +8,27 @@ import (
 
 	"github.com/connactor/connactor/route"
 )
+
+// Key returns the route of req, made on behalf of identity (the empty
+// identity is the anonymous one): the request's scheme, host and port, the
+// proxy PoolConfig.Proxy picks for it, the proxy's credentials and the
+// identity. It refuses, with ErrNotSent, requests that cannot be sent: an
+// invalid request (ErrInvalidRequest), an unsupported scheme or proxy, and
+// every request once the pool is closing (ErrClosed, unwrapped). It does not
+// block.
+func (p *Pool) Key(req *http.Request, identity string) (route.Key, error) {
+	if err := validate(req); err != nil {
+		return route.Key{}, NotSent(err)
+	}
+	if p.Closing() {
+		return route.Key{}, ErrClosed
+	}
+	key, err := route.FromRequest(req, identity, p.routeOpt)
+	if err != nil {
+		return route.Key{}, NotSent(err)
+	}
+	return key, nil
+}
 
 // validate refuses, before anything is written, requests net/http's writer would
 // send mangled or that would allow header injection. The messages are
@@ -59,23 +78,3 @@ func invalid(msg string) error { return &invalidRequestError{msg} }
 
 func (e *invalidRequestError) Error() string        { return e.msg }
 func (e *invalidRequestError) Is(target error) bool { return target == ErrInvalidRequest }
-
-// dialError is the error of a lease whose connection could not be dialed. A
-// certificate that does not verify is returned as the
-// *tls.CertificateVerificationError itself, as net/http does, so that code
-// type-switching on url.Error.Err sees it (go-retryablehttp does, and stops
-// retrying); every other dial failure is an *ExchangeError (Op "dial") naming
-// the route, with ErrNotSent.
-func dialError(key route.Key, err error) error {
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &cv) {
-		return cv
-	}
-	return &ExchangeError{Op: "dial", Err: fmt.Errorf("%s: %w", key, err)}
-}
-
-func closeBody(req *http.Request) {
-	if req != nil && req.Body != nil {
-		req.Body.Close()
-	}
-}

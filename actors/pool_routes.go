@@ -1,26 +1,26 @@
-package client
+package actors
 
 import (
 	"fmt"
 
-	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/internal/wait"
-	"github.com/connactor/connactor/route"
 )
 
-// routeFor returns the route actor of key: from the cache while its Done is
-// open, otherwise by asking the supervisor (a RouteRequest, once per route).
-func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, error) {
-	if v, ok := c.routes.Load(key); ok {
-		h := v.(*actors.RouteHandle)
+// routeFor returns the route actor of the call's key: from the cache while
+// its Done is open, otherwise by asking the supervisor (a RouteRequest, once
+// per route).
+func (l *Call) routeFor() (*routeHandle, error) {
+	p, key := l.p, l.key
+	if v, ok := p.routes.Load(key); ok {
+		h := v.(*routeHandle)
 		select {
 		case <-h.Done:
-			c.routes.CompareAndDelete(key, h) // its actor stopped: ask for a new one
+			p.routes.CompareAndDelete(key, h) // its actor stopped: ask for a new one
 		default:
 			return h, nil
 		}
 	}
-	inc, why := c.incarnation(l)
+	inc, why := l.incarnation()
 	if why != served {
 		return nil, l.waitErr(why, "its route")
 	}
@@ -28,20 +28,20 @@ func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, err
 	if inc != nil {
 		gone = inc.Done()
 	}
-	t := &wait.Ticket[*actors.RouteHandle]{}
-	c.sys.Root.Send(c.sup, &actors.RouteRequest{Key: key, Ticket: t})
+	t := &wait.Ticket[*routeHandle]{}
+	p.sys.Root.Send(p.sup, &RouteRequest{Key: key, Ticket: t})
 	h, err, why := await(l, t, gone)
 	switch {
 	case why == byServerGone:
 		// Not asked again of the successor: the request may be what made
 		// the supervisor fail, and asking again would fail it again.
-		return nil, notSent(fmt.Errorf("connactor: %w while starting the route of %s", actors.ErrSupervisorFailed, l.target()))
+		return nil, NotSent(fmt.Errorf("connactor: %w while starting the route of %s", ErrSupervisorFailed, l.target()))
 	case why != served:
 		return nil, l.waitErr(why, "its route")
 	case err != nil:
 		return nil, ErrClosed // the supervisor is closing
 	}
-	c.routes.Store(key, h)
+	p.routes.Store(key, h)
 	return h, nil
 }
 
@@ -50,9 +50,9 @@ func (c *Client) routeFor(l *waitLimit, key route.Key) (*actors.RouteHandle, err
 // instance's (Incarnation.Successor), which answers what was sent to the
 // supervisor meanwhile. Without the wait, every request in that window (the
 // old instance's routes stop first) failed with ErrSupervisorFailed.
-func (c *Client) incarnation(l *waitLimit) (*actors.Incarnation, gaveUp) {
+func (l *Call) incarnation() (*Incarnation, gaveUp) {
 	for {
-		inc := c.inc.Load()
+		inc := l.p.inc.Load()
 		if inc == nil {
 			return nil, served
 		}

@@ -1,0 +1,91 @@
+// Package actors is connactor's connection pool: the actors that own its
+// state, and Pool, the callers' half of their protocol (the client's
+// RoundTrip is a Call on a Pool).
+//
+// Three kinds of actor share the work. The supervisor (one per pool) starts a
+// route actor per route and supervises it, enforces MaxConnsTotal and
+// MaxConnsPerHost (connection permits, LRU eviction across routes), runs idle
+// and lifetime expiry, and keeps routes within their fleet shares. A route
+// actor (one per route key: scheme, host, port, proxy, identity) owns that
+// route's connections, idle list and FIFO of waiting callers, and enforces
+// MaxConnsPerRoute. A connection actor (conn.Actor, one per socket, a child of
+// its route) dials and does the I/O with net/http's machinery. Their mailboxes
+// are inline-first (InlineMailbox): a message to an idle actor runs on the
+// sender's goroutine, so most hops below cost no goroutine switch.
+//
+// # The life of a request
+//
+// Each hop: who sends what to whom, and on which goroutine. "caller" is the
+// goroutine in RoundTrip; "reader" is whichever goroutine reads the response
+// body to its end or closes it.
+//
+//	caller                Call.Admit: one of MaxConcurrentRequests (an atomic;
+//	                      a ticket in the semaphore's FIFO when full)
+//	caller -> supervisor  RouteRequest, on a route's first use only (the pool
+//	                      keeps the route's handle until its Done closes)
+//	caller -> route       LeaseRequest: at once from the idle list or a free
+//	                      HTTP/2 stream, or the caller waits in the FIFO while
+//	  route -> supervisor   PermitRequest: the route may grow
+//	  supervisor -> route   PermitGranted (first, perhaps, EvictIdleRequest to
+//	                        the route with the least recently used idle
+//	                        connection, answered IdleEvicted; or RoomWanted)
+//	  route -> conn         spawn, or DialRequest to a spare actor
+//	  conn -> route         Dialed, from the dial's goroutine
+//	  route                 grants the oldest waiter that can take it
+//
+// HTTP/1.1, one request at a time on a connection:
+//
+//	caller -> conn        ExchangeRequest: the request is written and the
+//	                      response head read on the caller's goroutine (the
+//	                      connection actor's inline mailbox)
+//	reader                the body's end calls the exchange's conn.Ender
+//	reader -> route       Released: the connection goes to the next waiter,
+//	                      or idle (route -> conn: WatchIdle), or closes
+//	                      (route -> supervisor: ConnClosed; route -> conn:
+//	                      RecycleRequest, answered Recycled, or a stop)
+//
+// HTTP/2, streams on a shared connection:
+//
+//	caller                h2.Conn.RoundTrip on the caller's goroutine; the
+//	                      connection's read loop delivers the response head
+//	reader                the body's end calls the exchange's h2.Ender
+//	reader -> route       Released: the stream is free for the next waiter
+//	conn -> route         StreamsChanged, DrainStarted, H2Closed: the
+//	                      connection's own news, from its event goroutine
+//
+// A caller that gives up (its context, LeaseTimeout, Close) cancels its
+// ticket and sends LeaseCancelled: the route drops it from the FIFO and takes
+// back a lease that crossed the cancel. A route or supervisor that fails
+// closes its routes' Done channels, which every wait selects on. Replays (a
+// stale re-used HTTP/1.1 connection, a refused HTTP/2 stream) are new
+// attempts of the same Call (Exchange.Replay says which are safe).
+//
+// # Requests and events
+//
+// A goroutine that waits for an answer puts a wait.Ticket in its request; the
+// actor answers through it exactly once (Deliver or Reject), and a waiter
+// that gave up takes back what crossed its cancel in one place. These are
+// the requests, with their answers:
+//
+//	RouteRequest          supervisor: the route's handle
+//	LeaseRequest          route: a Lease (or the dial's error, a policy's)
+//	conn.ExchangeRequest  connection: the response head
+//	StatsRequest          supervisor: its counts and its routes
+//	RouteStatsRequest     route: its snapshot (route.Stats)
+//	CloseIdleRequest      route: how many idle connections it closed
+//
+// An actor waits for nothing: what it asks of another actor is answered by an
+// event sent to it, handled like any other message:
+//
+//	PermitRequest         PermitGranted, when MaxConnsTotal allows
+//	EvictIdleRequest      IdleEvicted
+//	conn.DialRequest      conn.Dialed
+//	conn.RecycleRequest   conn.Recycled (or the actor stops itself)
+//
+// Everything else is an event, with no reply: LeaseCancelled, Released,
+// PermitReturned, ConnClosed, RoomWanted, ExpiryTicked, conn.WatchIdle,
+// conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted, conn.H2Closed,
+// and the fleet budget's shares. The end of a response body is told by a
+// callback (conn.Ender, h2.Ender) on the reader's goroutine, which releases
+// the lease with Released at once: no actor waits for it.
+package actors

@@ -1,0 +1,161 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"time"
+
+	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
+)
+
+// Call is one request's passage through the pool, on its caller's goroutine:
+// its admission, its route, its lease and the lease of a replay. Every wait
+// of a Call is bounded by the request's context, PoolConfig.LeaseTimeout for
+// each wait that blocks, and the pool's Close. The timer is made only when the
+// request has to wait, so a request served at once pays nothing for it; later
+// waits of the same request re-arm it. A Call is a value on its caller's
+// stack, used by that goroutine only; Stop it when the request is over.
+type Call struct {
+	p        *Pool
+	ctx      context.Context
+	req      *http.Request // named (its URL, redacted) by error messages
+	key      route.Key
+	tel      *telemetry.Request
+	trace    *httptrace.ClientTrace
+	gzip     bool // send "Accept-Encoding: gzip" and decompress (pool_gzip.go)
+	timer    *time.Timer
+	started  time.Time // the request's start: a context's wait error says how long since then
+	waitFrom time.Time // when the timer was armed: a LeaseTimeout error says how long that wait was
+}
+
+// NewCall begins req's passage to route key, traced by tel (nil = not
+// traced). It reads the clock once: Started.
+func (p *Pool) NewCall(req *http.Request, key route.Key, tel *telemetry.Request) Call {
+	ctx := req.Context()
+	return Call{p: p, ctx: ctx, req: req, key: key, tel: tel, trace: httptrace.ContextClientTrace(ctx),
+		gzip: p.wantsGzip(req), started: time.Now()}
+}
+
+// Started is when the call began.
+func (l *Call) Started() time.Time { return l.started }
+
+// Context is the request's context.
+func (l *Call) Context() context.Context { return l.ctx }
+
+// Stop stops the call's timer, if it made one.
+func (l *Call) Stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// Admit takes one of MaxConcurrentRequests: an atomic while there is room and
+// nobody queues, the semaphore's FIFO otherwise. The admission is held until
+// the request's exchange ends (its body read or closed), or given back with
+// Leave when the request fails.
+func (l *Call) Admit() error {
+	p := l.p
+	if p.admission.TryAcquire() {
+		return nil
+	}
+	t := &wait.Ticket[struct{}]{}
+	p.admission.Enqueue(t)
+	if _, _, why := await(l, t, nil); why != served {
+		p.admission.Cancel(t) // an admission that crossed the cancel goes back
+		return l.waitErr(why, "admission (MaxConcurrentRequests)")
+	}
+	return nil
+}
+
+// Leave gives back the admission of a request that failed: no exchange of
+// its holds it.
+func (l *Call) Leave() { l.p.admission.Release() }
+
+// expiry arms LeaseTimeout for a wait that blocks now, and returns its
+// channel (nil without a LeaseTimeout). Each wait gets the whole LeaseTimeout:
+// a replay's wait for a new connection is not cut short by the time its first
+// attempt spent waiting and exchanging.
+func (l *Call) expiry() <-chan time.Time {
+	timeout := l.p.cfg.LeaseTimeout
+	if timeout <= 0 {
+		return nil
+	}
+	l.waitFrom = time.Now()
+	if l.timer == nil {
+		l.timer = time.NewTimer(timeout)
+	} else {
+		l.timer.Reset(timeout) // since Go 1.23 no stale expiry of an earlier wait is received
+	}
+	return l.timer.C
+}
+
+// target is the request's URL, redacted, for error messages.
+func (l *Call) target() string { return l.req.URL.Redacted() }
+
+// gaveUp says why a wait ended without its ticket being served.
+type gaveUp uint8
+
+const (
+	served gaveUp = iota
+	byContext
+	byTimeout
+	byClose
+	byServerGone // the actor that holds the ticket stopped (its Done closed)
+)
+
+// await waits for t, or for the end of the wait (l, or gone closing). On
+// giving up it cancels t and reports why; the caller then undoes a delivery
+// that crossed the cancel in the one place its resource allows (see the
+// callers). It does not block when t is already decided.
+func await[T any](l *Call, t *wait.Ticket[T], gone <-chan struct{}) (T, error, gaveUp) {
+	if v, err, ok := t.Result(); ok {
+		return v, err, served
+	}
+	why := l.until(t.Ready(), gone)
+	if why != served {
+		t.Cancel()
+	}
+	v, err, _ := t.Result()
+	return v, err, why
+}
+
+// until waits for ready to close, or for the end of the wait (l, or gone
+// closing), and says which came first.
+func (l *Call) until(ready, gone <-chan struct{}) gaveUp {
+	select {
+	case <-ready:
+		return served
+	case <-l.ctx.Done():
+		return byContext
+	case <-l.expiry():
+		return byTimeout
+	case <-l.p.closed:
+		return byClose
+	case <-gone:
+		return byServerGone
+	}
+}
+
+// waitErr is the error of a wait given up for why, waiting for what. It names
+// connactor, what was waited for, the request's URL and how long: the wait
+// that timed out (LeaseTimeout), or the request so far (its context ended).
+// It is ErrNotSent (nothing was written), and errors.Is finds the context's
+// error or ErrLeaseTimeout.
+func (l *Call) waitErr(why gaveUp, what string) error {
+	target := l.target()
+	switch why {
+	case byClose:
+		return ErrClosed
+	case byTimeout:
+		waited := time.Since(l.waitFrom).Round(time.Millisecond)
+		return NotSent(fmt.Errorf("%w: waited %v for %s for %s", ErrLeaseTimeout, waited, what, target))
+	case byContext:
+		waited := time.Since(l.started).Round(time.Millisecond)
+		return NotSent(fmt.Errorf("connactor: gave up after %v waiting for %s for %s: %w", waited, what, target, l.ctx.Err()))
+	}
+	panic("actors: internal error: no error for a served wait")
+}

@@ -1,0 +1,127 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/route"
+)
+
+// connProto is what a route does differently for an HTTP/1.1 connection and
+// an HTTP/2 one: everything else of the route treats them alike. A
+// connection's protocol is known once it is dialed (connState.proto; HTTP/1.1
+// until then). All of it is route state: touched only in the route's Receive.
+type connProto interface {
+	// granted records a lease of cs (for HTTP/2, one more stream on it).
+	granted(r *Route, cs *connState)
+	// takenBack undoes granted, for a lease its caller gave up untouched.
+	takenBack()
+	// released handles the lease holder's Released of cs.
+	released(ctx actor.Context, r *Route, cs *connState, m *Released)
+	// available hands cs, free again (released, taken back or dialed), to
+	// the waiters that can take it, or makes it idle, or closes it.
+	available(ctx actor.Context, r *Route, cs *connState, now time.Time)
+	// exclusive reports whether a lease takes the whole connection
+	// (HTTP/1.1): one such is leased off the idle list (popIdle), and its
+	// actor is recycled when it closes. An HTTP/2 connection is leased by
+	// streams (h2WithRoom) and its actor stops with it.
+	exclusive() bool
+	// h2Conn is the HTTP/2 connection a lease's holder runs its stream on
+	// (Lease.H2); nil for HTTP/1.1.
+	h2Conn() *h2.Conn
+}
+
+// http1Conn is an HTTP/1.1 connection: it serves one request at a time, and
+// while idle its connection actor watches the socket.
+type http1Conn struct{}
+
+func (http1Conn) granted(*Route, *connState) {}
+func (http1Conn) takenBack()                 {}
+func (http1Conn) exclusive() bool            { return true }
+func (http1Conn) h2Conn() *h2.Conn           { return nil }
+
+// released retires the connection (failed, not reusable, the client closing,
+// its lifetime over, MaxRequestsPerConn served) or makes it available, with
+// the idle cap the server announced.
+func (http1Conn) released(ctx actor.Context, r *Route, cs *connState, m *Released) {
+	cs.served++
+	now := r.clock()
+	if m.Stale {
+		r.learner.serverClosed(cs.lastIdle, now) // the server closed it within that idle time
+	}
+	switch {
+	case m.Failed:
+		r.closeConn(ctx, cs, route.ReasonError) // as onTerminated, if it came first, would
+	case !m.Reusable:
+		r.closeConn(ctx, cs, route.ReasonNotReusable)
+	case r.closed:
+		r.closeConn(ctx, cs, route.ReasonClientClosed)
+	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
+		r.closeConn(ctx, cs, route.ReasonLifetime) // retired as it becomes idle, never mid-request
+	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
+		r.closeConn(ctx, cs, route.ReasonMaxRequests)
+	default:
+		cs.idleUntil = time.Time{}
+		if m.Idle > 0 {
+			cs.idleUntil = now.Add(m.Idle)
+		}
+		r.available(ctx, cs, now)
+	}
+}
+
+// available hands the connection to the oldest waiter that can take it (a
+// fresh waiter only a connection that has served nothing), or makes it idle.
+// When the supervisor wants room for other routes and no waiter here needs
+// it, the connection is closed at once: it would be the least recently used
+// idle connection anyway.
+func (http1Conn) available(ctx actor.Context, r *Route, cs *connState, now time.Time) {
+	if r.shed {
+		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it
+		return
+	}
+	fresh := cs.served == 0
+	for {
+		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh })
+		if !ok {
+			break
+		}
+		if r.grant(w.req, cs, r.dequeued(w)) {
+			return
+		}
+	}
+	if r.idleOrClose(ctx, cs, now, r.roomWanted) {
+		ctx.Send(cs.pid, wentIdle) // watch the socket while idle
+	}
+}
+
+// http2Conn is an HTTP/2 connection (route_h2.go): shared capacity, leased by
+// streams up to its limit, leased while it carries any and idle (on the idle
+// list) while it carries none. The route also keeps it in Route.h2, by ID.
+type http2Conn struct {
+	cs       *connState
+	conn     *h2.Conn
+	limit    int  // streams the connection takes (its peer's and the local cap)
+	streams  int  // streams leased
+	draining bool // takes no new stream; closes when its last one ends
+}
+
+func (h *http2Conn) granted(r *Route, cs *connState) {
+	h.streams++
+	if cs.idleIdx >= 0 {
+		r.removeIdle(cs)
+	}
+}
+
+func (h *http2Conn) takenBack()       { h.streams-- }
+func (h *http2Conn) exclusive() bool  { return false }
+func (h *http2Conn) h2Conn() *h2.Conn { return h.conn }
+
+func (h *http2Conn) released(ctx actor.Context, r *Route, _ *connState, _ *Released) {
+	r.streamEnded(ctx, h)
+}
+
+func (h *http2Conn) available(ctx actor.Context, r *Route, _ *connState, now time.Time) {
+	r.availableH2(ctx, h, now) // sheds too, once no stream is left on it
+}

@@ -1,0 +1,37 @@
+package client
+
+import (
+	"go/build"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The packages are layered one way: client speaks to the pool (actors) only,
+// never to the connections (conn, conn/h2) it leases; the connections know
+// nothing of the pool or the client; route and telemetry call nothing above
+// them. The imports of each package's non-test files show it.
+func TestPackagesImportOnlyTheLayersBelowThem(t *testing.T) {
+	const mod = "github.com/connactor/connactor/"
+	for _, rule := range []struct {
+		dir     string
+		allowed []string // the module's packages it may import
+	}{
+		{"../client", []string{"actors", "route", "telemetry", "fleet", "internal/dispatch"}},
+		{"../conn", []string{"conn/h2", "route", "internal/errs", "internal/mailbox", "internal/wait"}},
+		{"../conn/h2", []string{"route", "internal/errs"}},
+		{"../route", []string{"internal/jsonsec"}},
+		{"../telemetry", []string{"route", "internal/jsonsec"}},
+	} {
+		pkg, err := build.ImportDir(rule.dir, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", rule.dir, err)
+		}
+		for _, imp := range pkg.Imports {
+			own, ok := strings.CutPrefix(imp, mod)
+			if ok && !slices.Contains(rule.allowed, own) {
+				t.Errorf("%s imports %s; it may import only %v of this module", strings.TrimPrefix(rule.dir, "../"), imp, rule.allowed)
+			}
+		}
+	}
+}

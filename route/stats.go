@@ -1,0 +1,200 @@
+package route
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connactor/connactor/internal/jsonsec"
+)
+
+// Stats is one route's snapshot: what its route actor reports of itself, as
+// client.RouteStats, the status page (in JSON: durations in seconds) and the
+// pool gauges read it. The gauges read only what the route actor publishes
+// without a message: Leased, Idle, Pending, FailFast, LearnedIdle and
+// FleetShare.
+type Stats struct {
+	Route string `json:"route"` // e.g. "http://127.0.0.1:8080"; names proxy and identity when set
+	// Open counts connections open or being dialed; Leased, those serving a
+	// request (their body not yet read to its end or closed); Idle, those in
+	// the idle list; Pending, callers waiting for a connection.
+	Open    int `json:"open"`
+	Leased  int `json:"leased"`
+	Idle    int `json:"idle"`
+	Pending int `json:"pending"`
+	Max     int `json:"max"` // MaxConnsPerRoute
+	// Streams is the number of HTTP/2 streams in flight on the route's
+	// connections. An HTTP/2 connection is shared capacity: it counts once in
+	// Open, and as Leased while it carries any stream.
+	Streams int `json:"streams"`
+
+	Dialing       int               `json:"dialing"`                // connections being dialed (counted in Open)
+	Opened        uint64            `json:"opened"`                 // connections opened since the route started
+	Closed        uint64            `json:"closed"`                 // connections closed since the route started
+	Leases        uint64            `json:"leases"`                 // leases granted
+	Reuses        uint64            `json:"reuses"`                 // leases granted on a re-used connection
+	DialFailures  uint64            `json:"dialFailures"`           // dials that failed
+	LeaseTimeouts uint64            `json:"leaseTimeouts"`          // callers that gave up after LeaseTimeout
+	QueueFull     uint64            `json:"queueFull"`              // callers refused with ErrQueueFull (MaxPendingPerRoute)
+	FailFast      string            `json:"failFast"`               // FailFastClosed, FailFastOpen (calls fail with ErrRouteUnavailable) or FailFastHalfOpen (a probe dial may go)
+	FailFastUntil time.Time         `json:"failFastUntil,omitzero"` // while open: when the next probe may go
+	FailedFast    uint64            `json:"failedFast"`             // callers refused with ErrRouteUnavailable
+	LearnedIdle   time.Duration     `json:"learnedIdle"`            // the idle timeout the route learned of its server (0 = none); idle connections are retired before it
+	ClosedBy      map[string]uint64 `json:"closedBy"`               // Closed by reason (a CloseReason: idle_expiry, lru_eviction, ...); sums to Closed
+	OldestLease   time.Duration     `json:"oldestLease"`            // age of this route's oldest unreleased lease (0 = none)
+	// SpareActors counts the connection actors the route keeps without a
+	// socket, to serve its next dials (an actor whose connection closed is
+	// recycled rather than stopped: a few per route, with no goroutine,
+	// socket or buffer each; they stop once the route has had no connection
+	// for MaxIdleTime).
+	SpareActors int `json:"spareActors"`
+
+	RecentCloses []ClosedConn `json:"recentCloses"` // the last connection closes (evictions, expiries, ...), newest first, at most 16
+	RecentWaits  []Wait       `json:"recentWaits"`  // the last leases that waited in the route's queue, newest first, at most 16
+
+	// The fleet budget (all zero without one). FleetShare is this node's
+	// current share of it: the most connections the route may hold now (0
+	// when none is set). FleetBudget is the fleet-wide budget the share is
+	// part of. FleetState says where the share comes from (client's
+	// FleetNone, FleetLease, FleetSafe, FleetFloor; "" without a fleet
+	// budget), and FleetRenewal is how long the last answered call to the
+	// route's budget grain took.
+	FleetShare   int           `json:"fleetShare"`
+	FleetBudget  int           `json:"fleetBudget"`
+	FleetState   string        `json:"fleetState,omitempty"`
+	FleetRenewal time.Duration `json:"fleetRenewal"`
+}
+
+// States of a route's fail-fast breaker (Stats.FailFast).
+const (
+	FailFastClosed   = "closed"    // dials go out
+	FailFastOpen     = "open"      // calls fail at once until FailFastUntil
+	FailFastHalfOpen = "half_open" // one probe dial may go out
+)
+
+// ReuseRatio is the share of leases served by a re-used connection.
+func (s Stats) ReuseRatio() float64 {
+	if s.Leases == 0 {
+		return 0
+	}
+	return float64(s.Reuses) / float64(s.Leases)
+}
+
+// String prints s as a short table: the route's counts, then its closes by
+// reason.
+func (s Stats) String() string {
+	var b strings.Builder
+	WriteTable(&b, s)
+	if len(s.ClosedBy) > 0 {
+		fmt.Fprintf(&b, "closed by reason: %v\n", s.ClosedBy)
+	}
+	return b.String()
+}
+
+// WriteTable writes routes to w as a table, one row a route, under a header.
+func WriteTable(w io.Writer, routes ...Stats) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "route\topen\tleased\tidle\tdialing\tpending\tmax\tstreams\treuse\tfail-fast\toldest lease")
+	for _, s := range routes {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\t%s\t%v\n", s.Route, s.Open, s.Leased, s.Idle, s.Dialing,
+			s.Pending, s.Max, s.Streams, 100*s.ReuseRatio(), s.FailFast, s.OldestLease.Round(time.Millisecond))
+	}
+	return tw.Flush()
+}
+
+// plainStats is Stats without its methods, for the JSON of its fields; the
+// fields of statsJSON, less nested, shadow those of the same names.
+type plainStats Stats
+
+// statsJSON is Stats as JSON carries it: durations in seconds, and the reuse
+// ratio.
+type statsJSON struct {
+	*plainStats
+	LearnedIdle  jsonsec.Duration `json:"learnedIdle"`
+	OldestLease  jsonsec.Duration `json:"oldestLease"`
+	FleetRenewal jsonsec.Duration `json:"fleetRenewal"`
+	ReuseRatio   float64          `json:"reuseRatio"` // Reuses / Leases; ignored when read
+}
+
+// MarshalJSON writes s with its durations in seconds and its reuse ratio.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(statsJSON{plainStats: (*plainStats)(&s), LearnedIdle: jsonsec.Duration(s.LearnedIdle),
+		OldestLease: jsonsec.Duration(s.OldestLease), FleetRenewal: jsonsec.Duration(s.FleetRenewal), ReuseRatio: s.ReuseRatio()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	v := statsJSON{plainStats: (*plainStats)(s)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	s.LearnedIdle, s.OldestLease = time.Duration(v.LearnedIdle), time.Duration(v.OldestLease)
+	s.FleetRenewal = time.Duration(v.FleetRenewal)
+	return nil
+}
+
+// ClosedConn is one recent connection close of a route: when, why, its age
+// and how many requests it carried.
+type ClosedConn struct {
+	At     time.Time     `json:"at"`
+	Reason CloseReason   `json:"reason"`
+	Age    time.Duration `json:"age"`    // since the connection was started (JSON: seconds)
+	Served int           `json:"served"` // requests it carried
+}
+
+type plainClosedConn ClosedConn
+
+// MarshalJSON writes c with its age in seconds.
+func (c ClosedConn) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		plainClosedConn
+		Age jsonsec.Duration `json:"age"`
+	}{plainClosedConn(c), jsonsec.Duration(c.Age)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *ClosedConn) UnmarshalJSON(b []byte) error {
+	v := struct {
+		*plainClosedConn
+		Age jsonsec.Duration `json:"age"`
+	}{plainClosedConn: (*plainClosedConn)(c)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	c.Age = time.Duration(v.Age)
+	return nil
+}
+
+// Wait is one recent lease that had to wait in a route's queue: when it was
+// granted, how long it waited and its position in the queue on arrival.
+type Wait struct {
+	At       time.Time     `json:"at"`       // when it was granted
+	Waited   time.Duration `json:"waited"`   // JSON: seconds
+	QueuePos int           `json:"queuePos"` // position on arrival, 1 = first in line
+}
+
+type plainWait Wait
+
+// MarshalJSON writes w with its wait in seconds.
+func (w Wait) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		plainWait
+		Waited jsonsec.Duration `json:"waited"`
+	}{plainWait(w), jsonsec.Duration(w.Waited)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (w *Wait) UnmarshalJSON(b []byte) error {
+	v := struct {
+		*plainWait
+		Waited jsonsec.Duration `json:"waited"`
+	}{plainWait: (*plainWait)(w)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	w.Waited = time.Duration(v.Waited)
+	return nil
+}
