@@ -13,7 +13,8 @@
 // it: field names are the struct tags of Status, Limits, actors.Stats and
 // route.Stats, durations are seconds. To show a new part of the snapshot,
 // add it to the Stats types (it then appears in the JSON) and give the page
-// a section in status.html.
+// a section: an element in status.html and a render function in the list
+// of sections its script renders in turn.
 package status
 
 import (
