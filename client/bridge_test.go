@@ -144,3 +144,56 @@ type closeSpy struct{ closed chan struct{} }
 
 func (s *closeSpy) Read([]byte) (int, error) { return 0, io.EOF }
 func (s *closeSpy) Close() error             { close(s.closed); return nil }
+
+// caller is an actor of an embedding service: it asks the client for a request
+// and must keep handling its own messages while the request is in flight.
+type caller struct {
+	client *Client
+	url    string
+	pinged chan struct{}
+	got    chan string
+}
+
+func (a *caller) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		req, _ := http.NewRequest(http.MethodGet, a.url, nil)
+		ctx.Request(a.client.PID(), &Request{HTTP: req})
+		ctx.Send(ctx.Self(), &ping{})
+	case *ping:
+		close(a.pinged) // handled while the request is in flight: the mailbox is free
+	case *Response:
+		if m.Err != nil {
+			a.got <- "error: " + m.Err.Error()
+			return
+		}
+		b, _ := io.ReadAll(m.HTTP.Body)
+		m.HTTP.Body.Close()
+		a.got <- string(b)
+	}
+}
+
+func TestAnActorCallerReceivesTheResponseWithoutBlockingItsMailbox(t *testing.T) {
+	pinged := make(chan struct{})
+	srv := newServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-pinged // answer only once the caller has handled a message of its own
+		io.WriteString(w, "from the pool")
+	}))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(ProtoactorLogger(slog.Default())))
+	defer sys.Shutdown()
+	c := newClient(t, Config{System: sys})
+	a := &caller{client: c, url: srv.URL, pinged: pinged, got: make(chan string, 1)}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	defer func() { sys.Root.StopFuture(pid).Wait() }()
+	select {
+	case got := <-a.got:
+		if got != "from the pool" {
+			t.Fatalf("actor got %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no response reached the actor")
+	}
+	assertQuiet(t, c)
+}
+
+type ping struct{}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -67,4 +68,77 @@ func TestErrorsKeepNetHTTPShapesThroughHTTPClient(t *testing.T) {
 			t.Errorf("%s: %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// Wrapped errors keep their cause: a reset connection is a *net.OpError, a
+// refused dial too, each classified.
+func TestErrorsKeepTheirCause(t *testing.T) {
+	t.Run("reset after the request", func(t *testing.T) {
+		h := newHarness(t, Config{}, func(c *rawConn) {
+			if _, _, err := c.readRequest(); err != nil {
+				return
+			}
+			c.Conn.(*net.TCPConn).SetLinger(0) // the handler's return closes with RST
+		})
+		_, _, err := h.do(h.newRequest("GET", "/reset", nil))
+		var op *net.OpError
+		var ee *ExchangeError
+		if !errors.As(err, &op) || !errors.As(err, &ee) || !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("reset: %v (%T); want *net.OpError inside an ExchangeError, outcome unknown", err, err)
+		}
+		h.settle()
+	})
+	t.Run("refused dial", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens there now
+		c, err := New(Config{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+		_, err = c.RoundTrip(req)
+		var op *net.OpError
+		var ee *ExchangeError
+		if !errors.As(err, &op) || !errors.As(err, &ee) || ee.Op != "dial" || !errors.Is(err, ErrNotSent) {
+			t.Fatalf("refused dial: %v; want *net.OpError in a dial ExchangeError, not sent", err)
+		}
+	})
+	t.Run("context ended while waiting for a connection", func(t *testing.T) {
+		h := newHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1}, func(c *rawConn) {
+			c.serve(func(int, *http.Request) string { return okResponse })
+		})
+		resp, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil)) // holds the only connection
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err = h.c.RoundTrip(h.newRequest("GET", "/wait", nil).WithContext(ctx))
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotSent) {
+			t.Fatalf("lease wait past the deadline: %v; want DeadlineExceeded, not sent", err)
+		}
+		resp.Body.Close()
+		h.settle()
+	})
+	t.Run("lease timeout", func(t *testing.T) {
+		h := newHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 50 * time.Millisecond}, func(c *rawConn) {
+			c.serve(func(int, *http.Request) string { return okResponse })
+		})
+		resp, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.c.RoundTrip(h.newRequest("GET", "/wait", nil))
+		var ne net.Error
+		if !errors.Is(err, ErrLeaseTimeout) || !errors.Is(err, ErrNotSent) || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("lease timeout: %v; want ErrLeaseTimeout, a timeout, not sent", err)
+		}
+		resp.Body.Close()
+		h.settle()
+	})
 }

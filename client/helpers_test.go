@@ -203,3 +203,15 @@ func waitIdle(tb testing.TB, c *Client, n int) {
 	tb.Helper()
 	waitFor(tb, fmt.Sprintf("%d idle connections", n), func() bool { return c.Stats().Idle == n })
 }
+
+// waitSettled waits until nothing is leased, pending or streaming, and
+// returns the stats then.
+func waitSettled(t *testing.T, c *Client) Stats {
+	t.Helper()
+	var st Stats
+	waitUntil(t, "no lease, stream or caller left", func() bool {
+		st = c.Stats()
+		return st.Leased == 0 && st.Pending == 0 && st.Streams == 0 && st.InFlight == 0
+	})
+	return st
+}

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -480,60 +478,6 @@ func TestARetryAndALeaseTimeoutAreCounted(t *testing.T) {
 	if !retried || !timedOut {
 		t.Errorf("spans: retried %v, lease timeout %v; want both", retried, timedOut)
 	}
-}
-
-func TestLogsGoToTheConfiguredLoggerAndNothingToStdout(t *testing.T) {
-	checkLeaks(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") }))
-	defer srv.Close()
-
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	printed := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(r); printed <- b }() // owned by this test: ends when w closes
-
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	o := newObserved(t, Config{Logger: logger, MaxIdleTime: 20 * time.Millisecond})
-	resp, err := getURL(o.c, srv.URL)
-	if err == nil {
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	waitFor(t, "the idle connection to expire", func() bool { return o.c.Stats().Open == 0 })
-	o.c.Close()
-
-	os.Stdout = stdout
-	w.Close()
-	if out := <-printed; len(out) > 0 {
-		t.Errorf("the library printed to stdout: %q", out)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, want := range []string{"connactor: connection opened", "connactor: connection closed", "reason=idle_expiry"} {
-		if !bytes.Contains(logs.Bytes(), []byte(want)) {
-			t.Errorf("logs lack %q:\n%s", want, logs.String())
-		}
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // BenchmarkRoundTripTelemetry measures what telemetry costs per request: "off"
