@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -206,5 +207,47 @@ func TestTwoHundredSendsOverHTTP2AreEachNotifiedOnce(t *testing.T) {
 	t.Logf("200 Sends: %d connections at the server, %d open, %d replays", srv.conns.Load(), st.Open, st.Retries)
 	if got := srv.conns.Load(); got != n/perConn {
 		t.Errorf("the server saw %d connections, want %d", got, n/perConn)
+	}
+}
+
+// finals counts the final notifications of a set of Handles, by request
+// index (the "i" query parameter), and every notification at all.
+type finals struct {
+	mu       sync.Mutex
+	byIndex  map[string]int
+	all      atomic.Int64
+	nonFatal atomic.Int64
+	wg       sync.WaitGroup
+}
+
+func newFinals(n int) *finals {
+	f := &finals{byIndex: map[string]int{}}
+	f.wg.Add(n)
+	return f
+}
+
+func (f *finals) final(h *Handle) {
+	f.all.Add(1)
+	f.mu.Lock()
+	f.byIndex[h.Request().URL.Query().Get("i")]++
+	f.mu.Unlock()
+	f.wg.Done()
+}
+
+func (f *finals) handler() Handler {
+	return HandlerFuncs{
+		Response: func(h *Handle, resp *http.Response) {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			f.final(h)
+		},
+		Problem: func(h *Handle, err error, fatal bool) bool {
+			if fatal {
+				f.final(h)
+			} else {
+				f.nonFatal.Add(1)
+			}
+			return false
+		},
 	}
 }

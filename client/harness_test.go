@@ -5,11 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/textproto"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,11 +318,6 @@ func wantLog(t *testing.T, got []string, want ...string) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("server saw %q, want %q", got, want)
 	}
-}
-
-// quietLogger logs warnings and errors only (protoactor logs every system start).
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // clip shortens s for failure messages.

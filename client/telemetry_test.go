@@ -28,20 +28,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"go.uber.org/goleak"
 
 	"github.com/connactor/connactor/telemetry"
 )
-
-// checkLeaks verifies, after the test and its cleanups (clients closed), that it
-// left no goroutine behind. (No TestMain: the package's tests are shared.)
-func checkLeaks(t *testing.T) {
-	ignore := []goleak.Option{goleak.IgnoreCurrent(),
-		// protoactor's dead-letter log throttle: a timer goroutine that ends
-		// after its period (1s).
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore...) })
-}
 
 // observed is a client wired to an in-memory span recorder and a manual metric reader.
 type observed struct {
@@ -284,15 +273,6 @@ func TestOpenConnectionsMoveBetweenActiveAndIdleAsBodiesAreReadAndClosed(t *test
 			t.Fatalf("round %d: active_requests %d after the body ended, want 0", round, got)
 		}
 	}
-}
-
-// getURL is a GET through the client.
-func getURL(c *Client, u string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.RoundTrip(req)
 }
 
 func TestALeaseWaitShowsInTheWaitHistogramWithTheRightMagnitude(t *testing.T) {
