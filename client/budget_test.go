@@ -19,7 +19,7 @@ func TestRetryBudgetCapsReplays(t *testing.T) {
 		c.readHead() // the second request: dropped
 	})
 	t.Cleanup(srv.Close)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1,
+	c := newClient(t, Config{MaxConnsPerRoute: 1,
 		RetryBudget: RetryBudget{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}})
 	failures := 0
 	for i := 0; i < 100; i++ {

@@ -181,7 +181,7 @@ func TestShutdownGivesUpWhenItsContextEnds(t *testing.T) {
 
 func TestCloneMakesAnIndependentClientWithChangedSettings(t *testing.T) {
 	srv := httptestTLS(t)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 3})
+	c := newClient(t, Config{MaxConnsPerRoute: 3})
 	if _, err := c.RoundTrip(newGet(t, srv.URL)); err == nil {
 		t.Fatal("an untrusted certificate was accepted")
 	}

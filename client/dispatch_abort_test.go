@@ -20,7 +20,7 @@ func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	hA := c.Send(newGet(t, srv.URL+"/hold"), nil)
 	<-holding // A holds the route's only connection
 
@@ -29,7 +29,7 @@ func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
 		Response: func(*Handle, *http.Response) { notifiedB.Add(1) },
 		Problem:  func(*Handle, error, bool) bool { notifiedB.Add(1); return false },
 	})
-	waitUntil(t, "B waits in the route's queue", func() bool { return c.Stats().Pending == 1 })
+	waitFor(t, "B waits in the route's queue", func() bool { return c.Stats().Pending == 1 })
 
 	hB.Abort()
 	if st := c.Stats(); st.Pending != 0 {
@@ -85,7 +85,7 @@ func TestAbortWhileTheHeadIsAwaitedClosesTheConnection(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	var notified atomic.Int64
 	h := c.Send(newGet(t, srv.URL+"/hang"), HandlerFuncs{
 		Response: func(*Handle, *http.Response) { notified.Add(1) },
@@ -133,7 +133,7 @@ func TestAbortAfterHeadersClosesTheConnectionInsteadOfReusingIt(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	defer close(release)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 
 	var notified atomic.Int64
 	h := c.Send(newGet(t, srv.URL+"/stream"), HandlerFuncs{
@@ -187,7 +187,7 @@ func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
 		io.WriteString(w, "ok")
 	}
 	srvs := []*dispatchServer{newDispatchServer(t, hang), newDispatchServer(t, hang)}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 8})
+	c := newClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 8})
 	var notified atomic.Int64
 	handler := HandlerFuncs{
 		Response: func(*Handle, *http.Response) { notified.Add(1) },
@@ -197,7 +197,7 @@ func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		hs = append(hs, c.Send(newGet(t, srvs[i%2].URL+"/hang"), handler))
 	}
-	waitUntil(t, "8 requests are on the wire and 192 wait", func() bool {
+	waitFor(t, "8 requests are on the wire and 192 wait", func() bool {
 		st := c.Stats()
 		return srvs[0].count("/hang")+srvs[1].count("/hang") == 8 && st.Leased == 8 && st.Pending == 192
 	})
@@ -232,7 +232,7 @@ func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
 }
 
 func TestSendOnAClosedClientFailsAtOnceWithErrClosed(t *testing.T) {
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	c.Close()
 	var notified atomic.Int64
 	h := c.Send(newGet(t, "http://127.0.0.1:1/"), HandlerFuncs{Problem: func(*Handle, error, bool) bool { notified.Add(1); return false }})
@@ -247,7 +247,7 @@ func TestSendOnAClosedClientFailsAtOnceWithErrClosed(t *testing.T) {
 
 func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 2})
+	c := newClient(t, Config{MaxConnsPerRoute: 2})
 	var notified atomic.Int64
 	handler := HandlerFuncs{
 		Response: func(*Handle, *http.Response) { notified.Add(1) },
@@ -257,7 +257,7 @@ func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		hs = append(hs, c.Send(newGet(t, srv.URL), handler))
 	}
-	waitUntil(t, "2 on the wire and 18 waiting", func() bool { st := c.Stats(); return st.Leased == 2 && st.Pending == 18 })
+	waitFor(t, "2 on the wire and 18 waiting", func() bool { st := c.Stats(); return st.Leased == 2 && st.Pending == 18 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestARequestAbortedAsItIsLeasedGivesTheConnectionBackUnused(t *testing.T) {
 				c, url, conns = srv.client(t, Config{}), srv.URL, &srv.conns
 			} else {
 				srv := newDispatchServer(t, handler)
-				c, url, conns = newTestClient(t, Config{MaxConnsPerRoute: 1}), srv.URL, &srv.newConns
+				c, url, conns = newClient(t, Config{MaxConnsPerRoute: 1}), srv.URL, &srv.newConns
 			}
 			hooks := &leaseHooks{refuse: ErrAborted}
 			if _, err := c.roundTrip(newGet(t, url+"/aborted"), hooks); !errors.Is(err, ErrAborted) || hooks.leased.Load() != 1 {
@@ -362,7 +362,7 @@ func TestAbortAllResetsHTTP2StreamsAndKeepsTheConnection(t *testing.T) {
 	for i := range hs {
 		hs[i] = c.Send(newGet(t, srv.URL+"/hang"), handler)
 	}
-	waitUntil(t, "30 streams at the server", func() bool { return g.arrived.Load() == n && c.Stats().Streams == n })
+	waitFor(t, "30 streams at the server", func() bool { return g.arrived.Load() == n && c.Stats().Streams == n })
 
 	c.AbortAll()
 	st := c.Stats()
@@ -374,7 +374,7 @@ func TestAbortAllResetsHTTP2StreamsAndKeepsTheConnection(t *testing.T) {
 			t.Fatalf("Await after AbortAll: %v (linked %v), want ErrAborted", err, h.Linked())
 		}
 	}
-	waitUntil(t, "the server to see 30 streams cancelled", func() bool { return cancelled.Load() == n })
+	waitFor(t, "the server to see 30 streams cancelled", func() bool { return cancelled.Load() == n })
 
 	h := c.Send(newGet(t, srv.URL+"/ok"), nil)
 	resp, err := h.Await(awaitCtx(t))

@@ -117,7 +117,7 @@ func (p *problemLog) OnProblem(_ *Handle, err error, fatal bool) bool {
 
 func TestStaleConnectionIsANonFatalProblemBeforeTheReplay(t *testing.T) {
 	url, conns := newClosingServer(t)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	primeIdleConn(t, c, url)
 
 	p := &problemLog{final: make(chan struct{})}
@@ -148,7 +148,7 @@ func TestHandlerMayEscalateANonFatalProblem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url, conns := newClosingServer(t)
-			c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+			c := newClient(t, Config{MaxConnsPerRoute: 1})
 			primeIdleConn(t, c, url)
 
 			p := &problemLog{final: make(chan struct{}), escalate: true, panics: tc.panics}
@@ -181,7 +181,7 @@ func TestAnEarlyResponseIsANonFatalProblemBeforeTheResponse(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 	})
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	for _, escalate := range []bool{false, true} {
 		var events []string
 		done := make(chan struct{})

@@ -19,7 +19,7 @@ func TestSendNotifiesEachOf500RequestsAcross5RoutesExactlyOnce(t *testing.T) {
 			io.WriteString(w, "hello "+r.URL.Query().Get("i"))
 		}))
 	}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 20})
+	c := newClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 20})
 	f := newFinals(500)
 	var handles []*Handle
 	for i := 0; i < 500; i++ {
@@ -57,11 +57,11 @@ func TestSendNotifiesEachOf500RequestsAcross5RoutesExactlyOnce(t *testing.T) {
 
 func TestSendNeverBlocksWhenEveryConnectionIsBusy(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, MaxConcurrentRequests: 10, HandlerWorkers: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, MaxConcurrentRequests: 10, HandlerWorkers: 1})
 	for i := 0; i < 300; i++ { // beyond every limit: admission, connections, workers
 		c.Send(newGet(t, srv.URL), nil)
 	}
-	waitUntil(t, "the pool is saturated", func() bool {
+	waitFor(t, "the pool is saturated", func() bool {
 		st := c.Stats()
 		return st.Leased == 1 && st.InFlight == 10 && st.PendingAdmission == 290
 	})
@@ -72,7 +72,7 @@ func TestSendNeverBlocksWhenEveryConnectionIsBusy(t *testing.T) {
 }
 
 func TestInvalidRequestIsAFatalProblem(t *testing.T) {
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	problems := make(chan error, 2)
 	handler := HandlerFuncs{Problem: func(_ *Handle, err error, fatal bool) bool {
 		if fatal {
@@ -103,7 +103,7 @@ func TestUnreachableRouteIsAFatalProblemForEachHandle(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	ln.Close() // dials are refused from now on
-	c := newTestClient(t, Config{MaxConnsPerRoute: 2})
+	c := newClient(t, Config{MaxConnsPerRoute: 2})
 	f := newFinals(10)
 	var hs []*Handle
 	for i := 0; i < 10; i++ {
@@ -117,7 +117,7 @@ func TestUnreachableRouteIsAFatalProblemForEachHandle(t *testing.T) {
 	}
 	// A dial started for callers the route has since failed (its fail-fast
 	// breaker opened) may still be under way: it ends, refused, by itself.
-	waitUntil(t, "nothing open, pending or in flight", func() bool {
+	waitFor(t, "nothing open, pending or in flight", func() bool {
 		st := c.Stats()
 		return st.Open == 0 && st.Pending == 0 && st.InFlight == 0
 	})
@@ -138,7 +138,7 @@ func TestSendAllAbortsTheRestOnTheFirstError(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // the rest never comes: only an abort ends this request
 	})
-	c := newTestClient(t, Config{MaxConnsPerRoute: 8})
+	c := newClient(t, Config{MaxConnsPerRoute: 8})
 	var reqs []*http.Request
 	for i := 0; i < 30; i++ {
 		path := "/slow"
@@ -183,7 +183,7 @@ func TestTwoHundredSendsOverHTTP2AreEachNotifiedOnce(t *testing.T) {
 	for i := range hs {
 		hs[i] = c.Send(newGet(t, fmt.Sprintf("%s/s?i=%d", srv.URL, i)), f.handler())
 	}
-	waitUntil(t, "all 200 streams at the server", func() bool { return g.arrived.Load() == n })
+	waitFor(t, "all 200 streams at the server", func() bool { return g.arrived.Load() == n })
 	st := c.Stats()
 	if st.Streams != n || st.Open != n/perConn || srv.maxRuns.Load() != n {
 		t.Errorf("200 streams in flight: %d streams on %d connections, server ran %d at once; want 200 on 4",

@@ -15,7 +15,7 @@ import (
 // The errors code inspects through http.Client keep net/http's shapes.
 func TestErrorsKeepNetHTTPShapesThroughHTTPClient(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 20 * time.Millisecond})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 20 * time.Millisecond})
 	hc := &http.Client{Transport: c}
 
 	// One request holds the only connection; the next times out waiting.
@@ -23,7 +23,7 @@ func TestErrorsKeepNetHTTPShapesThroughHTTPClient(t *testing.T) {
 	defer cancel()
 	holder, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hold", nil)
 	go hc.Do(holder)
-	waitUntil(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
+	waitFor(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
 	_, err := hc.Get(srv.URL + "/waits")
 	var ue *url.Error
 	if !errors.As(err, &ue) || !ue.Timeout() || !os.IsTimeout(err) {
@@ -36,9 +36,9 @@ func TestErrorsKeepNetHTTPShapesThroughHTTPClient(t *testing.T) {
 	// A caller whose context ends while it waits learns who it waited for.
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer wcancel()
-	c2 := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1})
+	c2 := newClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1})
 	go (&http.Client{Transport: c2}).Do(holder.Clone(ctx))
-	waitUntil(t, "the second client's connection leased", func() bool { return c2.Stats().Leased == 1 })
+	waitFor(t, "the second client's connection leased", func() bool { return c2.Stats().Leased == 1 })
 	req, _ := http.NewRequestWithContext(wctx, http.MethodGet, srv.URL+"/queued", nil)
 	_, err = c2.RoundTrip(req)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotSent) ||
@@ -95,11 +95,7 @@ func TestErrorsKeepTheirCause(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens there now
-		c, err := New(Config{Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := newClient(t, Config{})
 		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
 		_, err = c.RoundTrip(req)
 		var op *net.OpError

@@ -31,7 +31,7 @@ func TestGzipIsTransparentAsWithNetHTTP(t *testing.T) {
 		}
 		io.WriteString(w, text)
 	})
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	req := newGet(t, srv.URL)
 	resp, err := c.RoundTrip(req)
 	if err != nil {
@@ -58,7 +58,7 @@ func TestGzipIsTransparentAsWithNetHTTP(t *testing.T) {
 	if !bytes.Equal(raw, gzipped(text)) || resp.Uncompressed {
 		t.Fatalf("caller-chosen encoding was decoded: %q", raw)
 	}
-	off := newTestClient(t, Config{DisableCompression: true})
+	off := newClient(t, Config{DisableCompression: true})
 	if got := get(t, off, srv.URL); got != text {
 		t.Fatalf("DisableCompression: %q", got)
 	}

@@ -187,6 +187,7 @@ type harness struct {
 func newHarness(t *testing.T, cfg Config, handler func(*rawConn)) *harness {
 	t.Helper()
 	h := &harness{t: t, srv: newRawServer(t, handler)}
+	t.Cleanup(h.srv.Close) // after the client's Close: cleanups run last-in first-out
 	if cfg.MaxConnsPerRoute == 0 {
 		cfg.MaxConnsPerRoute = 2
 	}
@@ -196,18 +197,7 @@ func newHarness(t *testing.T, cfg Config, handler func(*rawConn)) *harness {
 	if cfg.DialContext == nil {
 		cfg.DialContext = h.dial
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c, h.cfg = c, cfg
-	t.Cleanup(func() {
-		c.Close()
-		h.srv.Close()
-	})
+	h.c, h.cfg = newClient(t, cfg), cfg
 	return h
 }
 

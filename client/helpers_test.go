@@ -1,5 +1,11 @@
 package client
 
+// The helpers every test of the package shares: the one way to make a client
+// (newClient), the one way to wait for a state no event announces (waitFor),
+// requests, loggers and the leak checks. The test servers that count
+// connections are in servers_test.go, the raw-bytes server and its harness in
+// harness_test.go.
+
 import (
 	"bytes"
 	"context"
@@ -27,8 +33,25 @@ func TestMain(m *testing.M) {
 	)
 }
 
+// checkLeaks verifies, after the test and its cleanups (clients closed), that it
+// left no goroutine behind: at once, where TestMain checks the whole package
+// at its end.
+func checkLeaks(t *testing.T) {
+	ignore := []goleak.Option{goleak.IgnoreCurrent(),
+		// protoactor's dead-letter log throttle: a timer goroutine that ends
+		// after its period (1s).
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore...) })
+}
+
+// newClient starts a client for cfg that the test closes at its end (after
+// the servers registered before it, since cleanups run last-in first-out).
+// A nil Logger logs warnings and errors only (quietLogger).
 func newClient(tb testing.TB, cfg Config) *Client {
 	tb.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
 	c, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -37,18 +60,57 @@ func newClient(tb testing.TB, cfg Config) *Client {
 	return c
 }
 
-// waitFor polls cond until it holds, failing after 5s.
+// waitFor waits for a state the test cannot be told about by an event (the
+// pool's counts, what a server saw), polling cond; it fails the test after
+// 10s.
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			tb.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
+// assertQuiet checks the pool holds no lease and no waiter.
+func assertQuiet(tb testing.TB, c *Client) {
+	tb.Helper()
+	waitFor(tb, "0 leased and 0 pending", func() bool {
+		st := c.Stats()
+		return st.Leased == 0 && st.Pending == 0 && st.InFlight == 0
+	})
+}
+
+// waitIdle waits until the pool holds n idle connections: a body's release
+// reaches its route actor by message, after Close returns.
+func waitIdle(tb testing.TB, c *Client, n int) {
+	tb.Helper()
+	waitFor(tb, fmt.Sprintf("%d idle connections", n), func() bool { return c.Stats().Idle == n })
+}
+
+// waitSettled waits until nothing is leased, pending or streaming, and
+// returns the stats then.
+func waitSettled(t *testing.T, c *Client) Stats {
+	t.Helper()
+	var st Stats
+	waitFor(t, "no lease, stream or caller left", func() bool {
+		st = c.Stats()
+		return st.Leased == 0 && st.Pending == 0 && st.Streams == 0 && st.InFlight == 0
+	})
+	return st
+}
+
+// awaitCtx bounds a wait for a Handle's outcome (Handle.Await) to 10s.
+func awaitCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// get sends a GET through c and returns the body, failing the test on an error.
 func get(tb testing.TB, c *Client, url string) string {
 	tb.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -64,55 +126,13 @@ func get(tb testing.TB, c *Client, url string) string {
 	return string(b)
 }
 
-func requestCtx(ctx context.Context, url string) *http.Request {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	return req
-}
-
-// assertQuiet checks the pool holds no lease and no waiter.
-func assertQuiet(tb testing.TB, c *Client) {
-	tb.Helper()
-	waitFor(tb, "0 leased and 0 pending", func() bool {
-		st := c.Stats()
-		return st.Leased == 0 && st.Pending == 0 && st.InFlight == 0
-	})
-}
-
-func testLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// waitIdle waits until the pool holds n idle connections: a body's release
-// reaches its route actor by message, after Close returns.
-func waitIdle(tb testing.TB, c *Client, n int) {
-	tb.Helper()
-	waitFor(tb, fmt.Sprintf("%d idle connections", n), func() bool { return c.Stats().Idle == n })
-}
-
-// waitSettled waits until nothing is leased, pending or streaming, and
-// returns the stats then.
-func waitSettled(t *testing.T, c *Client) Stats {
-	t.Helper()
-	var st Stats
-	waitUntil(t, "no lease, stream or caller left", func() bool {
-		st = c.Stats()
-		return st.Leased == 0 && st.Pending == 0 && st.Streams == 0 && st.InFlight == 0
-	})
-	return st
-}
-
-// newSecureTestClient starts a client for cfg and closes it at the test's end.
-func newSecureTestClient(t *testing.T, cfg Config) *Client {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	c, err := New(cfg)
+// getURL is a GET through the client.
+func getURL(c *Client, u string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return c.RoundTrip(req)
 }
 
 // secureGet sends a GET for url with ctx and returns the status and body.
@@ -143,19 +163,9 @@ func mustGet(t *testing.T, ctx context.Context, c *Client, url string) string {
 	return body
 }
 
-// newTestClient starts a client that the test closes at its end (after the
-// servers registered before it, since cleanups run last-in first-out).
-func newTestClient(t *testing.T, cfg Config) *Client {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+func requestCtx(ctx context.Context, url string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return req
 }
 
 func newGet(t *testing.T, url string) *http.Request {
@@ -167,24 +177,14 @@ func newGet(t *testing.T, url string) *http.Request {
 	return req
 }
 
-// waitUntil waits for a state the test cannot be told about by an event (the
-// pool's counts), polling it; it fails the test after 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+// quietLogger logs warnings and errors only (protoactor logs every system start).
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func awaitCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+// testLogger logs nothing, for tests whose warnings are expected and many.
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 // syncBuffer is a log sink for tests that read what the client logged.
@@ -209,28 +209,4 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// checkLeaks verifies, after the test and its cleanups (clients closed), that it
-// left no goroutine behind. (No TestMain: the package's tests are shared.)
-func checkLeaks(t *testing.T) {
-	ignore := []goleak.Option{goleak.IgnoreCurrent(),
-		// protoactor's dead-letter log throttle: a timer goroutine that ends
-		// after its period (1s).
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore...) })
-}
-
-// getURL is a GET through the client.
-func getURL(c *Client, u string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.RoundTrip(req)
-}
-
-// quietLogger logs warnings and errors only (protoactor logs every system start).
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

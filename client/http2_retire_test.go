@@ -85,9 +85,9 @@ func TestAnHTTP2ConnectionAtMaxRequestsPerConnTakesNoNewStream(t *testing.T) {
 		second = append(second, fmt.Sprintf("b%d", i))
 	}
 	errsA := sendHeld(t, c, srv.URL, first...)
-	waitUntil(t, "10 streams at the server", func() bool { return l.g.arrived.Load() == limit })
+	waitFor(t, "10 streams at the server", func() bool { return l.g.arrived.Load() == limit })
 	errsB := sendHeld(t, c, srv.URL, second...)
-	waitUntil(t, "15 streams at the server", func() bool { return l.g.arrived.Load() == limit+5 })
+	waitFor(t, "15 streams at the server", func() bool { return l.g.arrived.Load() == limit+5 })
 	a, b := l.conn("/held/a0"), l.conn("/held/b0")
 	for _, name := range second {
 		if got := l.conn("/held/" + name); got == a || got != b {
@@ -125,10 +125,10 @@ func TestAnHTTP2ConnectionPastItsLifetimeTakesNoNewStream(t *testing.T) {
 	// Streams in flight on a connection that outlives its lifetime.
 	start := time.Now()
 	errsA := sendHeld(t, c, srv.URL, "a0", "a1", "a2")
-	waitUntil(t, "3 streams at the server", func() bool { return l.g.arrived.Load() == 3 })
+	waitFor(t, "3 streams at the server", func() bool { return l.g.arrived.Load() == 3 })
 	time.Sleep(lifetime - time.Since(start) + 50*time.Millisecond) // its lifetime passes
 	errsB := sendHeld(t, c, srv.URL, "b0", "b1")
-	waitUntil(t, "5 streams at the server", func() bool { return l.g.arrived.Load() == 5 })
+	waitFor(t, "5 streams at the server", func() bool { return l.g.arrived.Load() == 5 })
 	a, b := l.conn("/held/a0"), l.conn("/held/b0")
 	if a == b || l.conn("/held/b1") != b {
 		t.Errorf("requests after the lifetime on %s and %s, the old connection is %s: want a new one",

@@ -62,7 +62,7 @@ func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server 
 func (s *h2Server) client(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	cfg.TLSConfig = &tls.Config{RootCAs: s.roots}
-	return newTestClient(t, cfg)
+	return newClient(t, cfg)
 }
 
 // gate holds requests until released, counting those that arrived.
@@ -120,7 +120,7 @@ func TestHundredConcurrentRequestsShareOneHTTP2Connection(t *testing.T) {
 	srv := newH2Server(t, 0, g.handler)
 	c := srv.client(t, Config{})
 	errs := getAll(t, c, srv.URL, 100)
-	waitUntil(t, "100 requests running at the server", func() bool { return g.arrived.Load() == 100 })
+	waitFor(t, "100 requests running at the server", func() bool { return g.arrived.Load() == 100 })
 	st := c.Stats()
 	if st.Open != 1 || st.Streams != 100 || st.Leased != 1 || st.Routes[0].Streams != 100 {
 		t.Fatalf("stats with 100 streams: open %d streams %d leased %d", st.Open, st.Streams, st.Leased)
@@ -130,7 +130,7 @@ func TestHundredConcurrentRequestsShareOneHTTP2Connection(t *testing.T) {
 	if n := srv.conns.Load(); n != 1 {
 		t.Fatalf("server saw %d connections", n)
 	}
-	waitUntil(t, "the connection idle", func() bool { st := c.Stats(); return st.Idle == 1 && st.Streams == 0 })
+	waitFor(t, "the connection idle", func() bool { st := c.Stats(); return st.Idle == 1 && st.Streams == 0 })
 }
 
 // A server that takes 4 streams per connection: 20 blocked requests open 5
@@ -151,7 +151,7 @@ func TestAFourStreamServerGetsMoreConnectionsOrOneInStrictMode(t *testing.T) {
 			if strict {
 				want = 4 // one connection's 4 streams; 16 wait
 			}
-			waitUntil(t, "the streams the server allows, the others queued", func() bool {
+			waitFor(t, "the streams the server allows, the others queued", func() bool {
 				return g.arrived.Load() == want && c.Stats().Pending == 20-int(want)
 			})
 			st := c.Stats()
@@ -189,7 +189,7 @@ func TestMaxConnsPerRouteCapsHTTP2ConnectionsAndQueuesInOrder(t *testing.T) {
 	c := srv.client(t, Config{MaxConnsPerRoute: 2})
 	get(t, c, srv.URL+"/warm")
 	errs := getAll(t, c, srv.URL, 4) // fills 2 connections x 2 streams
-	waitUntil(t, "4 streams running", func() bool { return g.arrived.Load() == 4 })
+	waitFor(t, "4 streams running", func() bool { return g.arrived.Load() == 4 })
 	queued := make(chan error, 5)
 	for i := 0; i < 5; i++ {
 		go func(i int) {
@@ -200,7 +200,7 @@ func TestMaxConnsPerRouteCapsHTTP2ConnectionsAndQueuesInOrder(t *testing.T) {
 			}
 			queued <- err
 		}(i)
-		waitUntil(t, "the request queued", func() bool { return c.Stats().Pending == i+1 })
+		waitFor(t, "the request queued", func() bool { return c.Stats().Pending == i+1 })
 	}
 	if st := c.Stats(); st.Open != 2 {
 		t.Fatalf("%d connections with MaxConnsPerRoute 2", st.Open)
@@ -323,7 +323,7 @@ func TestAnIdleHTTP2ConnectionIsEvictedForAnotherRoute(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(a.Certificate())
 	pool.AddCert(b.Certificate())
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, TLSConfig: &tls.Config{RootCAs: pool}})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, TLSConfig: &tls.Config{RootCAs: pool}})
 	get(t, c, a.URL)
 	if got := get(t, c, b.URL); got != "ok b" {
 		t.Fatal(got)
@@ -367,7 +367,7 @@ func TestProtocolsChooseBetweenHTTP1AndHTTP2(t *testing.T) {
 		protocols *http.Protocols
 		want      string
 	}{{nil, "HTTP/2.0"}, {&h1, "HTTP/1.1"}} {
-		c := newTestClient(t, Config{Protocols: tc.protocols, TLSConfig: &tls.Config{RootCAs: roots}})
+		c := newClient(t, Config{Protocols: tc.protocols, TLSConfig: &tls.Config{RootCAs: roots}})
 		if got := get(t, c, srv.URL); got != tc.want {
 			t.Fatalf("Protocols %v: %s, want %s", tc.protocols, got, tc.want)
 		}
@@ -385,7 +385,7 @@ func TestH2CWithPriorKnowledge(t *testing.T) {
 	srv.Config.Protocols = &p
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newTestClient(t, Config{Protocols: &p})
+	c := newClient(t, Config{Protocols: &p})
 	for i := 0; i < 3; i++ {
 		if got := get(t, c, srv.URL); got != "HTTP/2.0" {
 			t.Fatalf("h2c: %s", got)
@@ -405,14 +405,14 @@ func TestAbortingAStreamLeavesTheConnection(t *testing.T) {
 	get(t, c, srv.URL+"/warm")
 	errs := getAll(t, c, srv.URL, 3)
 	h := c.Send(newGet(t, srv.URL+"/aborted"), nil)
-	waitUntil(t, "4 streams", func() bool { return g.arrived.Load() == 4 })
+	waitFor(t, "4 streams", func() bool { return g.arrived.Load() == 4 })
 	h.Abort()
 	close(g.open)
 	drain(t, errs, 3)
 	if n := srv.conns.Load(); n != 1 {
 		t.Fatalf("server saw %d connections", n)
 	}
-	waitUntil(t, "one idle connection", func() bool { st := c.Stats(); return st.Open == 1 && st.Idle == 1 })
+	waitFor(t, "one idle connection", func() bool { st := c.Stats(); return st.Open == 1 && st.Idle == 1 })
 }
 
 // h2Load sends n requests to base+"/r<i>" from callers goroutines (odd i are

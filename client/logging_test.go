@@ -21,7 +21,7 @@ func TestLongWaitsForAConnectionAreLoggedOnceWithTheRoute(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	var logs syncBuffer
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxIdleTime: 40 * time.Millisecond,
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxIdleTime: 40 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	done := make(chan error, 3)
 	for i := 0; i < 3; i++ {
@@ -34,7 +34,7 @@ func TestLongWaitsForAConnectionAreLoggedOnceWithTheRoute(t *testing.T) {
 			done <- err
 		}()
 	}
-	waitUntil(t, "a long-wait warning", func() bool { return logs.count("MaxConnsPerRoute too small") > 0 })
+	waitFor(t, "a long-wait warning", func() bool { return logs.count("MaxConnsPerRoute too small") > 0 })
 	close(release)
 	for i := 0; i < 3; i++ {
 		if err := <-done; err != nil {

@@ -78,7 +78,7 @@ func TestMaxPendingPerRouteRefusesTheNextCallerAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	busy := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-release; io.WriteString(w, "busy") })
 	other := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "other") })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxPendingPerRoute: 5})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxPendingPerRoute: 5})
 	results := make(chan error, 50)
 	call := func() {
 		resp, err := c.RoundTrip(newGet(t, busy.URL))
@@ -89,7 +89,7 @@ func TestMaxPendingPerRouteRefusesTheNextCallerAtOnce(t *testing.T) {
 		results <- err
 	}
 	go call() // holds the route's one connection
-	waitUntil(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
+	waitFor(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
 	for i := 0; i < 49; i++ {
 		go call()
 	}
@@ -133,7 +133,7 @@ func TestMaxPendingPerRouteRefusesTheNextCallerAtOnce(t *testing.T) {
 func TestMaxDialsPerRouteBoundsDialsInFlight(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	dc := &dialCounter{gate: make(chan struct{})}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 10, MaxDialsPerRoute: 2, DialContext: dc.dial})
+	c := newClient(t, Config{MaxConnsPerRoute: 10, MaxDialsPerRoute: 2, DialContext: dc.dial})
 	var wg sync.WaitGroup
 	for i := 0; i < 10; i++ {
 		wg.Add(1)
@@ -142,8 +142,8 @@ func TestMaxDialsPerRouteBoundsDialsInFlight(t *testing.T) {
 			get(t, c, srv.URL)
 		}()
 	}
-	waitUntil(t, "two dials in flight", func() bool { return dc.inFlight.Load() == 2 })
-	waitUntil(t, "the callers queued", func() bool { return c.Stats().Pending == 10 })
+	waitFor(t, "two dials in flight", func() bool { return dc.inFlight.Load() == 2 })
+	waitFor(t, "the callers queued", func() bool { return c.Stats().Pending == 10 })
 	if n := dc.dials.Load(); n != 2 {
 		t.Fatalf("%d dials started with MaxDialsPerRoute 2", n)
 	}
@@ -169,7 +169,7 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 	dc := &dialCounter{}
 	dc.fail.Store(true)
 	var logs syncBuffer
-	c := newTestClient(t, Config{FailFastAfter: 3, FailFastCooldown: 300 * time.Millisecond,
+	c := newClient(t, Config{FailFastAfter: 3, FailFastCooldown: 300 * time.Millisecond,
 		DialContext: dc.dial, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := 0; i < 3; i++ {
 		if _, err := c.RoundTrip(newGet(t, srv.URL)); err == nil || !errors.Is(err, ErrNotSent) {
@@ -202,7 +202,7 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 		t.Fatalf("status page: %+v", body.Routes[0])
 	}
 	dc.fail.Store(false)
-	waitUntil(t, "the cool-down to pass", func() bool {
+	waitFor(t, "the cool-down to pass", func() bool {
 		resp, err := c.RoundTrip(newGet(t, srv.URL))
 		if err != nil {
 			return false
@@ -228,14 +228,14 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 // sees ceil(10/3) connections for 10 sequential requests.
 func TestMaxRequestsPerConnRotatesConnections(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newTestClient(t, Config{MaxRequestsPerConn: 3})
+	c := newClient(t, Config{MaxRequestsPerConn: 3})
 	for i := 0; i < 10; i++ {
 		get(t, c, srv.URL)
 	}
 	if n := srv.newConns.Load(); n != 4 {
 		t.Fatalf("server saw %d connections for 10 requests at 3 per connection", n)
 	}
-	waitUntil(t, "three retirements", func() bool { return c.Stats().Routes[0].ClosedBy["max_requests"] == 3 })
+	waitFor(t, "three retirements", func() bool { return c.Stats().Routes[0].ClosedBy["max_requests"] == 3 })
 }
 
 // A server that closes idle connections after 200 ms, without saying so:
@@ -253,9 +253,9 @@ func TestARouteLearnsTheServersIdleTimeout(t *testing.T) {
 		}
 	})
 	t.Cleanup(srv.Close)
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	get(t, c, srv.URL())
-	waitUntil(t, "the server's idle timeout learned", func() bool { return c.Stats().Routes[0].LearnedIdle > 0 })
+	waitFor(t, "the server's idle timeout learned", func() bool { return c.Stats().Routes[0].LearnedIdle > 0 })
 	learned := c.Stats().Routes[0].LearnedIdle
 	if learned < 150*time.Millisecond || learned > 400*time.Millisecond {
 		t.Fatalf("learned %v for a 200ms timeout", learned)
@@ -309,9 +309,9 @@ func TestMaxConnsPerHostHoldsAcrossIdentitiesInArrivalOrder(t *testing.T) {
 	go call("alice", "/hold")
 	tracker.waitOpen(t, 1)
 	go call("bob", "/bob")
-	waitUntil(t, "bob queued for the host", func() bool { return c.Stats().PendingPermits == 1 })
+	waitFor(t, "bob queued for the host", func() bool { return c.Stats().PendingPermits == 1 })
 	go call("carol", "/carol")
-	waitUntil(t, "carol queued for the host", func() bool { return c.Stats().PendingPermits == 2 })
+	waitFor(t, "carol queued for the host", func() bool { return c.Stats().PendingPermits == 2 })
 	close(release)
 	for i := 0; i < 3; i++ {
 		if err := <-done; err != nil {

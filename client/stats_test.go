@@ -8,7 +8,7 @@ import (
 
 func TestUnclosedResponseShowsAsTheOldestLeaseInStats(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "never read") })
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	h := c.Send(newGet(t, srv.URL), nil)
 	if _, err := h.Await(awaitCtx(t)); err != nil {
 		t.Fatal(err)

@@ -16,11 +16,7 @@ func TestStatusHandlerServesThePoolAsJSON(t *testing.T) {
 	checkLeaks(t)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") }))
 	defer backend.Close()
-	c, err := New(Config{MaxConnsPerRoute: 3, MaxConnsTotal: 5, LeaseTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, Config{MaxConnsPerRoute: 3, MaxConnsTotal: 5, LeaseTimeout: 2 * time.Second})
 	held, err := getURL(c, backend.URL)
 	if err != nil {
 		t.Fatal(err)

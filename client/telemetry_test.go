@@ -48,16 +48,11 @@ func newObserved(t *testing.T, cfg Config) *observed {
 	if cfg.Propagator == nil {
 		cfg.Propagator = propagation.TraceContext{}
 	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.c = c
-	t.Cleanup(func() {
-		c.Close()
+	t.Cleanup(func() { // after the client's Close: cleanups run last-in first-out
 		tp.Shutdown(context.Background())
 		mp.Shutdown(context.Background())
 	})
+	o.c = newClient(t, cfg)
 	return o
 }
 
@@ -468,11 +463,7 @@ func BenchmarkRoundTripTelemetry(b *testing.B) {
 	defer srv.Close()
 	run := func(b *testing.B, cfg Config) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		c, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
+		c := newClient(b, cfg)
 		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 		b.ReportAllocs()
 		b.ResetTimer()
