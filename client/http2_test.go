@@ -20,6 +20,7 @@ import (
 // connections it accepts and the requests running at once.
 type h2Server struct {
 	*httptest.Server
+	mem              *memListener // the server's listener, when it is in memory
 	conns            atomic.Int64
 	running, maxRuns atomic.Int64
 	roots            *x509.CertPool
@@ -27,7 +28,18 @@ type h2Server struct {
 
 func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server {
 	t.Helper()
-	s := &h2Server{}
+	return startH2Server(t, &h2Server{}, maxStreams, h)
+}
+
+// newMemH2Server is newH2Server on an in-memory listener, for a test in a
+// testing/synctest bubble; its client dials through the listener.
+func newMemH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server {
+	t.Helper()
+	return startH2Server(t, &h2Server{mem: newMemListener()}, maxStreams, h)
+}
+
+func startH2Server(t *testing.T, s *h2Server, maxStreams uint32, h http.HandlerFunc) *h2Server {
+	t.Helper()
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := s.running.Add(1)
 		defer s.running.Add(-1)
@@ -52,6 +64,9 @@ func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server 
 			s.conns.Add(1)
 		}
 	}
+	if s.mem != nil {
+		s.Listener = s.mem
+	}
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	s.roots = x509.NewCertPool()
@@ -62,6 +77,9 @@ func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server 
 func (s *h2Server) client(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	cfg.TLSConfig = &tls.Config{RootCAs: s.roots}
+	if s.mem != nil {
+		cfg.DialContext = s.mem.dial
+	}
 	return newClient(t, cfg)
 }
 

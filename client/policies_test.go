@@ -240,40 +240,43 @@ func TestMaxRequestsPerConnRotatesConnections(t *testing.T) {
 
 // A server that closes idle connections after 200 ms, without saying so:
 // after a warm-up the route knows, and requests 250 ms apart never meet a
-// stale connection.
+// stale connection. The server's deadlines and the test's waits run on the
+// fake clock of a testing/synctest bubble, over the in-memory network.
 func TestARouteLearnsTheServersIdleTimeout(t *testing.T) {
-	srv := newRawServer(t, func(c *rawConn) {
-		for {
-			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			if _, _, err := c.readRequest(); err != nil {
-				return // idle 200ms: close
+	inBubble(t, func(t *testing.T) {
+		srv := newMemServer(func(c *rawConn) {
+			for {
+				c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				if _, _, err := c.readRequest(); err != nil {
+					return // idle 200ms: close
+				}
+				c.SetReadDeadline(time.Time{})
+				c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			}
-			c.SetReadDeadline(time.Time{})
-			c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		})
+		t.Cleanup(srv.Close)
+		c := newClient(t, Config{DialContext: srv.mem.dial})
+		get(t, c, srv.URL())
+		waitFor(t, "the server's idle timeout learned", func() bool { return c.Stats().Routes[0].LearnedIdle > 0 })
+		learned := c.Stats().Routes[0].LearnedIdle
+		if learned < 150*time.Millisecond || learned > 400*time.Millisecond {
+			t.Fatalf("learned %v for a 200ms timeout", learned)
+		}
+		before := c.Stats()
+		for i := 0; i < 6; i++ {
+			time.Sleep(250 * time.Millisecond)
+			if got := get(t, c, srv.URL()); got != "ok" {
+				t.Fatalf("request %d: %q", i, got)
+			}
+		}
+		after := c.Stats()
+		if after.Retries != before.Retries || after.RetriesRefused != before.RetriesRefused {
+			t.Fatalf("stale connections met: retries %d -> %d", before.Retries, after.Retries)
+		}
+		if c.Status().Routes[0].LearnedIdle == 0 {
+			t.Fatal("the status page does not show the learned idle timeout")
 		}
 	})
-	t.Cleanup(srv.Close)
-	c := newClient(t, Config{})
-	get(t, c, srv.URL())
-	waitFor(t, "the server's idle timeout learned", func() bool { return c.Stats().Routes[0].LearnedIdle > 0 })
-	learned := c.Stats().Routes[0].LearnedIdle
-	if learned < 150*time.Millisecond || learned > 400*time.Millisecond {
-		t.Fatalf("learned %v for a 200ms timeout", learned)
-	}
-	before := c.Stats()
-	for i := 0; i < 6; i++ {
-		time.Sleep(250 * time.Millisecond)
-		if got := get(t, c, srv.URL()); got != "ok" {
-			t.Fatalf("request %d: %q", i, got)
-		}
-	}
-	after := c.Stats()
-	if after.Retries != before.Retries || after.RetriesRefused != before.RetriesRefused {
-		t.Fatalf("stale connections met: retries %d -> %d", before.Retries, after.Retries)
-	}
-	if c.Status().Routes[0].LearnedIdle == 0 {
-		t.Fatal("the status page does not show the learned idle timeout")
-	}
 }
 
 // MaxConnsPerHost holds across the routes of one host (three identities), at

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
@@ -115,7 +114,7 @@ func TestHTTP10ResponseWithKeepAliveIsReused(t *testing.T) {
 // request comes after that time and when none comes at all (the expiry tick).
 // The bubble's fake clock (testing/synctest) makes the waits instant.
 func TestKeepAliveTimeoutRetiresIdleConnection(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
 		h := newMemHarness(t, Config{}, func(c *rawConn) {
 			c.serve(func(int, *http.Request) string {
 				return "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1, max=100\r\nContent-Length: 2\r\n\r\nok"

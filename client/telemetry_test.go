@@ -270,76 +270,79 @@ func TestOpenConnectionsMoveBetweenActiveAndIdleAsBodiesAreReadAndClosed(t *test
 	}
 }
 
+// The wait is measured on the fake clock of a testing/synctest bubble, over
+// the in-memory network: it is the hold exactly, and takes no real time.
 func TestALeaseWaitShowsInTheWaitHistogramWithTheRightMagnitude(t *testing.T) {
-	checkLeaks(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "x")
-	}))
-	defer srv.Close()
-	o := newObserved(t, Config{MaxConnsPerRoute: 1})
+	inBubble(t, func(t *testing.T) {
+		checkLeaks(t)
+		srv, mem := newMemHTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "x")
+		}))
+		o := newObserved(t, Config{MaxConnsPerRoute: 1, DialContext: mem.dial})
 
-	first, err := getURL(o.c, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { // owned by this test: it waits on done
-		resp, err := getURL(o.c, srv.URL)
-		if err == nil {
-			io.ReadAll(resp.Body)
-			resp.Body.Close()
+		first, err := getURL(o.c, srv.URL)
+		if err != nil {
+			t.Fatal(err)
 		}
-		done <- err
-	}()
-	waitFor(t, "the second request to queue", func() bool {
-		return sumOf(o.collect(t), telemetry.MetricLeasePending) == 1
-	})
-	const hold = 100 * time.Millisecond // the wait being measured
-	time.Sleep(hold)
-	io.ReadAll(first.Body)
-	first.Body.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-
-	h, ok := o.collect(t)[telemetry.MetricLeaseWait].Data.(metricdata.Histogram[float64])
-	if !ok || len(h.DataPoints) != 1 {
-		t.Fatalf("no %s histogram", telemetry.MetricLeaseWait)
-	}
-	dp := h.DataPoints[0]
-	max, _ := dp.Max.Value()
-	if dp.Count != 2 || max < hold.Seconds() || max >= 1 {
-		t.Fatalf("lease waits: count %d max %.3fs, want 2 leases, the longest in [%.1fs, 1s)", dp.Count, max, hold.Seconds())
-	}
-	// The first request queued too, briefly, while its connection was dialed.
-	var longest float64
-	for _, s := range o.spans.Ended() {
-		e, ok := hasEvent(s, telemetry.EventPoolWait)
-		if !ok {
-			continue
-		}
-		var pos int64
-		var wait float64
-		for _, kv := range e.Attributes {
-			switch kv.Key {
-			case telemetry.AttrQueuePos:
-				pos = kv.Value.AsInt64()
-			case telemetry.AttrWait:
-				wait = kv.Value.AsFloat64()
+		done := make(chan error, 1)
+		go func() { // owned by this test: it waits on done
+			resp, err := getURL(o.c, srv.URL)
+			if err == nil {
+				io.ReadAll(resp.Body)
+				resp.Body.Close()
 			}
+			done <- err
+		}()
+		waitFor(t, "the second request to queue", func() bool {
+			return sumOf(o.collect(t), telemetry.MetricLeasePending) == 1
+		})
+		const hold = 100 * time.Millisecond // the wait being measured
+		time.Sleep(hold)
+		io.ReadAll(first.Body)
+		first.Body.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
-		if pos != 1 {
-			t.Errorf("queue position %d, want 1", pos)
+
+		h, ok := o.collect(t)[telemetry.MetricLeaseWait].Data.(metricdata.Histogram[float64])
+		if !ok || len(h.DataPoints) != 1 {
+			t.Fatalf("no %s histogram", telemetry.MetricLeaseWait)
 		}
-		longest = math.Max(longest, wait)
-	}
-	if longest < hold.Seconds() || longest >= 1 {
-		t.Errorf("longest pool wait event %.3fs, want in [%.1fs, 1s)", longest, hold.Seconds())
-	}
-	st := o.c.Stats()
-	if len(st.Routes) != 1 || len(st.Routes[0].RecentWaits) != 2 || st.Routes[0].RecentWaits[0].Waited < hold {
-		t.Fatalf("Stats' recent waits: %+v", st.Routes)
-	}
+		dp := h.DataPoints[0]
+		max, _ := dp.Max.Value()
+		if dp.Count != 2 || max < hold.Seconds() || max >= 1 {
+			t.Fatalf("lease waits: count %d max %.3fs, want 2 leases, the longest in [%.1fs, 1s)", dp.Count, max, hold.Seconds())
+		}
+		// The first request queued too, briefly, while its connection was dialed.
+		var longest float64
+		for _, s := range o.spans.Ended() {
+			e, ok := hasEvent(s, telemetry.EventPoolWait)
+			if !ok {
+				continue
+			}
+			var pos int64
+			var wait float64
+			for _, kv := range e.Attributes {
+				switch kv.Key {
+				case telemetry.AttrQueuePos:
+					pos = kv.Value.AsInt64()
+				case telemetry.AttrWait:
+					wait = kv.Value.AsFloat64()
+				}
+			}
+			if pos != 1 {
+				t.Errorf("queue position %d, want 1", pos)
+			}
+			longest = math.Max(longest, wait)
+		}
+		if longest < hold.Seconds() || longest >= 1 {
+			t.Errorf("longest pool wait event %.3fs, want in [%.1fs, 1s)", longest, hold.Seconds())
+		}
+		st := o.c.Stats()
+		if len(st.Routes) != 1 || len(st.Routes[0].RecentWaits) != 2 || st.Routes[0].RecentWaits[0].Waited < hold {
+			t.Fatalf("Stats' recent waits: %+v", st.Routes)
+		}
+	})
 }
 
 func TestAnLRUEvictionAndAnIdleExpiryAreCountedWithTheirReasons(t *testing.T) {
