@@ -112,15 +112,14 @@ type connTracker struct {
 	maxOpen       int
 	limit         int
 	settle        time.Duration
-	parent        *connTracker // a tracker shared by several servers (the total)
-	closed        chan struct{}
-	remoteClosed  int
+	parent        *connTracker   // a tracker shared by several servers (the total)
+	changed       chan struct{}  // closed and replaced at each close, to wake the excess checks
 	longestSettle time.Duration  // longest wait for the server to see a replaced connection close
 	checks        sync.WaitGroup // excess checks in flight
 }
 
 func newTracker(limit int, parent *connTracker) *connTracker {
-	return &connTracker{limit: limit, settle: 500 * time.Millisecond, parent: parent, closed: make(chan struct{}, 1024)}
+	return &connTracker{limit: limit, settle: 500 * time.Millisecond, parent: parent, changed: make(chan struct{})}
 }
 
 func (t *connTracker) connState(_ net.Conn, s http.ConnState) {
@@ -140,7 +139,9 @@ func (t *connTracker) connState(_ net.Conn, s http.ConnState) {
 
 // opened counts a new connection. It must not block: the server calls it from
 // its accept loop, and a connection the client already closed is only seen
-// closed once the loop has moved on. An excess is checked on a goroutine of its own.
+// closed once the loop has moved on. An excess is checked on a goroutine of its
+// own, which looks again at each close until the count is back within the
+// limit or settle has passed.
 func (t *connTracker) opened() {
 	t.mu.Lock()
 	t.open++
@@ -157,10 +158,13 @@ func (t *connTracker) opened() {
 	go func() { // owned by t.checks, waited for by snapshot
 		defer t.checks.Done()
 		start := time.Now()
+		settled := time.NewTimer(t.settle)
+		defer settled.Stop()
+		expired := false
 		for {
 			t.mu.Lock()
-			o := t.open
-			if o <= t.limit || time.Since(start) > t.settle {
+			o, changed := t.open, t.changed
+			if o <= t.limit || expired {
 				if o > t.maxOpen {
 					t.maxOpen = o
 				}
@@ -171,7 +175,11 @@ func (t *connTracker) opened() {
 				return
 			}
 			t.mu.Unlock()
-			time.Sleep(time.Millisecond)
+			select {
+			case <-changed:
+			case <-settled.C:
+				expired = true
+			}
 		}
 	}()
 }
@@ -179,12 +187,9 @@ func (t *connTracker) opened() {
 func (t *connTracker) closedOne() {
 	t.mu.Lock()
 	t.open--
-	t.remoteClosed++
+	close(t.changed)
+	t.changed = make(chan struct{})
 	t.mu.Unlock()
-	select {
-	case t.closed <- struct{}{}:
-	default:
-	}
 }
 
 func (t *connTracker) snapshot() (open, total, maxOpen int) {
