@@ -147,16 +147,23 @@ func TestMaxDialsPerRouteBoundsDialsInFlight(t *testing.T) {
 	if n := dc.dials.Load(); n != 2 {
 		t.Fatalf("%d dials started with MaxDialsPerRoute 2", n)
 	}
+	served := make(chan struct{})
+	go func() { // owned by this test: ends when the callers have their answers
+		wg.Wait()
+		close(served)
+	}()
+release:
 	for i := 0; i < 10; i++ {
 		select {
 		case dc.gate <- struct{}{}:
-		case <-time.After(time.Second): // no more dials wanted: connections serve the rest
+		case <-served: // no more dials wanted: connections served the rest
+			break release
 		}
 		if dc.peak.Load() > 2 {
 			t.Fatalf("%d dials in flight", dc.peak.Load())
 		}
 	}
-	wg.Wait()
+	<-served
 	if p := dc.peak.Load(); p != 2 {
 		t.Fatalf("peak dials in flight %d", p)
 	}
