@@ -1,10 +1,21 @@
 package client
 
-// The helpers every test of the package shares: the one way to make a client
+// Where the package's tests are. A file's own behaviour is tested beside it:
+// bridge_test.go, budget_test.go, client_test.go (New, Close, Shutdown,
+// Clone), config_test.go, dispatch_test.go and dispatch_*_test.go (Send,
+// Handle, SendAll, AbortAll), errors_test.go, fleet_test.go,
+// identity_test.go, idle_test.go, logging_test.go, roundtrip_test.go,
+// stats_test.go, status_test.go. What the pool does, seen through the client,
+// is tested end to end in files named for the behaviour: limits, policies,
+// reuse, failures, stale, desync, duplex, upgrade, expect_continue, gzip,
+// trace, tls, proxy, telemetry, http2 (and http2_*).
+//
+// This file holds the helpers every test shares: the one way to make a client
 // (newClient), the one way to wait for a state no event announces (waitFor),
 // requests, loggers and the leak checks. The test servers that count
 // connections are in servers_test.go, the raw-bytes server and its harness in
-// harness_test.go.
+// harness_test.go, the in-memory network and testing/synctest bubbles in
+// bubble_test.go.
 
 import (
 	"bytes"
