@@ -4,8 +4,9 @@
 //
 // It renders what the pool reports and nothing else: the Stats snapshot
 // (actors.Stats, with a route.Stats per route) and the limits the embedding
-// client was configured with. It knows neither the client nor the actors:
-// Handler calls the snapshot function it is given, once per JSON answer.
+// client was configured with. It takes only those values from the actors and
+// route packages, and nothing from the client: Handler calls the snapshot
+// function it is given, once per JSON answer.
 // Package client re-exports it: StatusHandler mounts Handler on a client's
 // Status method, Status and StatusLimits are aliases of Status and Limits.
 //
