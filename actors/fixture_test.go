@@ -24,6 +24,17 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
 }
 
+// The package's tests build one of three things, each with one constructor:
+//   - newPool: the actors (supervisor, routes, connections on net.Pipe),
+//     driven by their messages (this file);
+//   - newTestPool: a Pool, driven through its API as the client drives it,
+//     against loopback servers (pool_test.go);
+//   - newSupHarness and newFleetHarness: the supervisor alone, with fake
+//     routes (supervisor_test.go, supervisor_fleet_test.go).
+//
+// What a test waits for comes as an event where there is one (a ticket, a
+// message, a faultserver's count); eventually polls what has none.
+
 var quiet = slog.New(slog.DiscardHandler)
 
 // pool is a supervisor with real route and connection actors whose

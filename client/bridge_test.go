@@ -45,7 +45,7 @@ func newActorSystem(t *testing.T) *actor.ActorSystem {
 func TestAResponseCarriesItsRequestAndTagAlsoOnError(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	sys := newActorSystem(t)
-	c := newTestClient(t, Config{System: sys})
+	c := newClient(t, Config{System: sys})
 	a := &asker{client: c, got: make(chan *Response, 2), read: true}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	defer func() { sys.Root.StopFuture(pid).Wait() }()
@@ -88,17 +88,17 @@ func TestAStoppedActorsResponseReleasesItsConnection(t *testing.T) {
 		io.WriteString(w, "body nobody reads")
 	})
 	sys := newActorSystem(t)
-	c := newTestClient(t, Config{System: sys, MaxConnsPerRoute: 1, MaxConnsTotal: 1})
+	c := newClient(t, Config{System: sys, MaxConnsPerRoute: 1, MaxConnsTotal: 1})
 	a := &asker{client: c, got: make(chan *Response, 1)}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	sys.Root.Send(pid, &ask{req: newGet(t, srv.URL+"/slow")})
-	waitUntil(t, "the request in flight", func() bool { return c.Stats().Leased == 1 })
+	waitFor(t, "the request in flight", func() bool { return c.Stats().Leased == 1 })
 	sys.Root.StopFuture(pid).Wait()
 	close(release)
 	if got := get(t, c, srv.URL+"/next"); got != "body nobody reads" {
 		t.Fatalf("next request: %q", got)
 	}
-	waitUntil(t, "nothing leased", func() bool { st := c.Stats(); return st.Leased == 0 && st.Idle == 1 })
+	waitFor(t, "nothing leased", func() bool { st := c.Stats(); return st.Leased == 0 && st.Idle == 1 })
 }
 
 // An actor that received a Response and stopped without touching its body:
@@ -106,7 +106,7 @@ func TestAStoppedActorsResponseReleasesItsConnection(t *testing.T) {
 func TestAnActorThatStopsWithAnUntouchedBodyReleasesItsConnection(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "unread") })
 	sys := newActorSystem(t)
-	c := newTestClient(t, Config{System: sys, MaxConnsPerRoute: 1, MaxConnsTotal: 1})
+	c := newClient(t, Config{System: sys, MaxConnsPerRoute: 1, MaxConnsTotal: 1})
 	a := &asker{client: c, got: make(chan *Response, 1)}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	sys.Root.Send(pid, &ask{req: newGet(t, srv.URL)})
@@ -119,7 +119,7 @@ func TestAnActorThatStopsWithAnUntouchedBodyReleasesItsConnection(t *testing.T) 
 		t.Fatalf("the unread body should hold its connection: %+v", st)
 	}
 	sys.Root.StopFuture(pid).Wait()
-	waitUntil(t, "the connection released", func() bool { st := c.Stats(); return st.Leased == 0 })
+	waitFor(t, "the connection released", func() bool { st := c.Stats(); return st.Leased == 0 })
 	if got := get(t, c, srv.URL); got != "unread" {
 		t.Fatalf("next request: %q", got)
 	}
@@ -129,7 +129,7 @@ func TestAnActorThatStopsWithAnUntouchedBodyReleasesItsConnection(t *testing.T) 
 // body closed.
 func TestARequestWithoutASenderIsDroppedAndItsBodyClosed(t *testing.T) {
 	sys := newActorSystem(t)
-	c := newTestClient(t, Config{System: sys})
+	c := newClient(t, Config{System: sys})
 	body := &closeSpy{closed: make(chan struct{})}
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", body)
 	sys.Root.Send(c.PID(), &Request{HTTP: req})
@@ -144,3 +144,56 @@ type closeSpy struct{ closed chan struct{} }
 
 func (s *closeSpy) Read([]byte) (int, error) { return 0, io.EOF }
 func (s *closeSpy) Close() error             { close(s.closed); return nil }
+
+// caller is an actor of an embedding service: it asks the client for a request
+// and must keep handling its own messages while the request is in flight.
+type caller struct {
+	client *Client
+	url    string
+	pinged chan struct{}
+	got    chan string
+}
+
+func (a *caller) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		req, _ := http.NewRequest(http.MethodGet, a.url, nil)
+		ctx.Request(a.client.PID(), &Request{HTTP: req})
+		ctx.Send(ctx.Self(), &ping{})
+	case *ping:
+		close(a.pinged) // handled while the request is in flight: the mailbox is free
+	case *Response:
+		if m.Err != nil {
+			a.got <- "error: " + m.Err.Error()
+			return
+		}
+		b, _ := io.ReadAll(m.HTTP.Body)
+		m.HTTP.Body.Close()
+		a.got <- string(b)
+	}
+}
+
+func TestAnActorCallerReceivesTheResponseWithoutBlockingItsMailbox(t *testing.T) {
+	pinged := make(chan struct{})
+	srv := newServer(t, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-pinged // answer only once the caller has handled a message of its own
+		io.WriteString(w, "from the pool")
+	}))
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(ProtoactorLogger(slog.Default())))
+	defer sys.Shutdown()
+	c := newClient(t, Config{System: sys})
+	a := &caller{client: c, url: srv.URL, pinged: pinged, got: make(chan string, 1)}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	defer func() { sys.Root.StopFuture(pid).Wait() }()
+	select {
+	case got := <-a.got:
+		if got != "from the pool" {
+			t.Fatalf("actor got %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no response reached the actor")
+	}
+	assertQuiet(t, c)
+}
+
+type ping struct{}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
@@ -18,7 +20,7 @@ func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	hA := c.Send(newGet(t, srv.URL+"/hold"), nil)
 	<-holding // A holds the route's only connection
 
@@ -27,7 +29,7 @@ func TestAbortBeforeSendingLeavesTheQueueAndTheServerNeverSeesIt(t *testing.T) {
 		Response: func(*Handle, *http.Response) { notifiedB.Add(1) },
 		Problem:  func(*Handle, error, bool) bool { notifiedB.Add(1); return false },
 	})
-	waitUntil(t, "B waits in the route's queue", func() bool { return c.Stats().Pending == 1 })
+	waitFor(t, "B waits in the route's queue", func() bool { return c.Stats().Pending == 1 })
 
 	hB.Abort()
 	if st := c.Stats(); st.Pending != 0 {
@@ -83,7 +85,7 @@ func TestAbortWhileTheHeadIsAwaitedClosesTheConnection(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	var notified atomic.Int64
 	h := c.Send(newGet(t, srv.URL+"/hang"), HandlerFuncs{
 		Response: func(*Handle, *http.Response) { notified.Add(1) },
@@ -131,7 +133,7 @@ func TestAbortAfterHeadersClosesTheConnectionInsteadOfReusingIt(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	defer close(release)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 
 	var notified atomic.Int64
 	h := c.Send(newGet(t, srv.URL+"/stream"), HandlerFuncs{
@@ -185,7 +187,7 @@ func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
 		io.WriteString(w, "ok")
 	}
 	srvs := []*dispatchServer{newDispatchServer(t, hang), newDispatchServer(t, hang)}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 8})
+	c := newClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 8})
 	var notified atomic.Int64
 	handler := HandlerFuncs{
 		Response: func(*Handle, *http.Response) { notified.Add(1) },
@@ -195,7 +197,7 @@ func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		hs = append(hs, c.Send(newGet(t, srvs[i%2].URL+"/hang"), handler))
 	}
-	waitUntil(t, "8 requests are on the wire and 192 wait", func() bool {
+	waitFor(t, "8 requests are on the wire and 192 wait", func() bool {
 		st := c.Stats()
 		return srvs[0].count("/hang")+srvs[1].count("/hang") == 8 && st.Leased == 8 && st.Pending == 192
 	})
@@ -230,7 +232,7 @@ func TestAbortAllWith200InFlightLeavesNothingLeasedOrPending(t *testing.T) {
 }
 
 func TestSendOnAClosedClientFailsAtOnceWithErrClosed(t *testing.T) {
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	c.Close()
 	var notified atomic.Int64
 	h := c.Send(newGet(t, "http://127.0.0.1:1/"), HandlerFuncs{Problem: func(*Handle, error, bool) bool { notified.Add(1); return false }})
@@ -245,7 +247,7 @@ func TestSendOnAClosedClientFailsAtOnceWithErrClosed(t *testing.T) {
 
 func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 2})
+	c := newClient(t, Config{MaxConnsPerRoute: 2})
 	var notified atomic.Int64
 	handler := HandlerFuncs{
 		Response: func(*Handle, *http.Response) { notified.Add(1) },
@@ -255,7 +257,7 @@ func TestCloseAbortsLinkedHandlesSilently(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		hs = append(hs, c.Send(newGet(t, srv.URL), handler))
 	}
-	waitUntil(t, "2 on the wire and 18 waiting", func() bool { st := c.Stats(); return st.Leased == 2 && st.Pending == 18 })
+	waitFor(t, "2 on the wire and 18 waiting", func() bool { st := c.Stats(); return st.Leased == 2 && st.Pending == 18 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +307,7 @@ func TestARequestAbortedAsItIsLeasedGivesTheConnectionBackUnused(t *testing.T) {
 				c, url, conns = srv.client(t, Config{}), srv.URL, &srv.conns
 			} else {
 				srv := newDispatchServer(t, handler)
-				c, url, conns = newTestClient(t, Config{MaxConnsPerRoute: 1}), srv.URL, &srv.newConns
+				c, url, conns = newClient(t, Config{MaxConnsPerRoute: 1}), srv.URL, &srv.newConns
 			}
 			hooks := &leaseHooks{refuse: ErrAborted}
 			if _, err := c.roundTrip(newGet(t, url+"/aborted"), hooks); !errors.Is(err, ErrAborted) || hooks.leased.Load() != 1 {
@@ -331,4 +333,88 @@ func TestARequestAbortedAsItIsLeasedGivesTheConnectionBackUnused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// AbortAll with streams in flight resets those streams, not their
+// connection: nothing stays leased, no Handle is notified, the server sees
+// each stream cancelled, and the next request takes a stream on the same
+// connection.
+func TestAbortAllResetsHTTP2StreamsAndKeepsTheConnection(t *testing.T) {
+	const n = 30
+	var cancelled atomic.Int64
+	g := newGate()
+	srv := newH2Server(t, 0, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			g.arrived.Add(1)
+			<-r.Context().Done()
+			cancelled.Add(1)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	c := srv.client(t, Config{})
+	var notified atomic.Int64
+	handler := HandlerFuncs{
+		Response: func(*Handle, *http.Response) { notified.Add(1) },
+		Problem:  func(*Handle, error, bool) bool { notified.Add(1); return false },
+	}
+	hs := make([]*Handle, n)
+	for i := range hs {
+		hs[i] = c.Send(newGet(t, srv.URL+"/hang"), handler)
+	}
+	waitFor(t, "30 streams at the server", func() bool { return g.arrived.Load() == n && c.Stats().Streams == n })
+
+	c.AbortAll()
+	st := c.Stats()
+	if st.Streams != 0 || st.Leased != 0 || st.Pending != 0 || st.Open != 1 {
+		t.Errorf("after AbortAll: %d streams, %d leased, %d pending, %d open; want 0 0 0 1", st.Streams, st.Leased, st.Pending, st.Open)
+	}
+	for _, h := range hs {
+		if _, err := h.Await(awaitCtx(t)); !errors.Is(err, ErrAborted) || h.Linked() {
+			t.Fatalf("Await after AbortAll: %v (linked %v), want ErrAborted", err, h.Linked())
+		}
+	}
+	waitFor(t, "the server to see 30 streams cancelled", func() bool { return cancelled.Load() == n })
+
+	h := c.Send(newGet(t, srv.URL+"/ok"), nil)
+	resp, err := h.Await(awaitCtx(t))
+	if err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("after AbortAll: %v", err)
+	}
+	h.Close()
+	st = waitSettled(t, c)
+	if got := srv.conns.Load(); got != 1 || st.Open != 1 || st.Routes[0].Closed != 0 {
+		t.Errorf("the server saw %d connections; %d open, closed by %v: want the one connection kept", got, st.Open, st.Routes[0].ClosedBy)
+	}
+	if got := notified.Load(); got != 0 {
+		t.Errorf("%d notifications for aborted Handles, want 0", got)
+	}
+}
+
+func TestCloseLeavesNoGoroutineBehind(t *testing.T) {
+	// Everything this test starts must be gone once it has closed it all.
+	defer goleak.VerifyNone(t,
+		goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	hang := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	ok := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	c, err := New(Config{MaxConnsPerRoute: 2, HandlerWorkers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFinals(20)
+	for i := 0; i < 20; i++ {
+		c.Send(newGet(t, ok.URL), f.handler())
+		c.Send(newGet(t, hang.URL), f.handler()) // pending or on the wire at Close
+	}
+	f.wg.Wait()
+	unread := c.Send(newGet(t, ok.URL), nil) // a response nobody reads
+	if _, err := unread.Await(awaitCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hang.Close()
+	ok.Close()
 }

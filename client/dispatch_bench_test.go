@@ -13,11 +13,7 @@ import (
 func BenchmarkDispatch(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer srv.Close()
-	c, err := New(Config{MaxConnsPerRoute: 8})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(b, Config{MaxConnsPerRoute: 8})
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 
 	b.Run("RoundTrip", func(b *testing.B) {

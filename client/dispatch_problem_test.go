@@ -2,15 +2,15 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"go.uber.org/goleak"
 )
 
 // newClosingServer starts a raw HTTP/1.1 server that answers the first request
@@ -117,7 +117,7 @@ func (p *problemLog) OnProblem(_ *Handle, err error, fatal bool) bool {
 
 func TestStaleConnectionIsANonFatalProblemBeforeTheReplay(t *testing.T) {
 	url, conns := newClosingServer(t)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	primeIdleConn(t, c, url)
 
 	p := &problemLog{final: make(chan struct{})}
@@ -148,7 +148,7 @@ func TestHandlerMayEscalateANonFatalProblem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url, conns := newClosingServer(t)
-			c := newTestClient(t, Config{MaxConnsPerRoute: 1})
+			c := newClient(t, Config{MaxConnsPerRoute: 1})
 			primeIdleConn(t, c, url)
 
 			p := &problemLog{final: make(chan struct{}), escalate: true, panics: tc.panics}
@@ -174,30 +174,57 @@ func TestHandlerMayEscalateANonFatalProblem(t *testing.T) {
 	}
 }
 
-func TestCloseLeavesNoGoroutineBehind(t *testing.T) {
-	// Everything this test starts must be gone once it has closed it all.
-	defer goleak.VerifyNone(t,
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
-	hang := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	ok := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c, err := New(Config{MaxConnsPerRoute: 2, HandlerWorkers: 3})
+// A server that answers 413 before reading a large upload: Send's handler
+// hears of it as a non-fatal problem before OnResponse, and may make it fatal.
+func TestAnEarlyResponseIsANonFatalProblemBeforeTheResponse(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+	})
+	c := newClient(t, Config{})
+	for _, escalate := range []bool{false, true} {
+		var events []string
+		done := make(chan struct{})
+		h := c.Send(newUpload(t, srv.URL, 8<<20), HandlerFuncs{
+			Response: func(_ *Handle, resp *http.Response) {
+				events = append(events, "response "+resp.Status)
+				resp.Body.Close()
+				close(done)
+			},
+			Problem: func(_ *Handle, err error, fatal bool) bool {
+				if !errors.Is(err, ErrEarlyResponse) {
+					events = append(events, "other problem: "+err.Error())
+				} else if fatal {
+					events = append(events, "fatal early")
+				} else {
+					events = append(events, "early")
+				}
+				if fatal {
+					close(done)
+				}
+				return escalate
+			},
+		})
+		<-done
+		want := "[early response 413 Request Entity Too Large]"
+		if escalate {
+			want = "[early fatal early]"
+		}
+		if got := fmt.Sprint(events); got != want {
+			t.Fatalf("escalate=%v: %s, want %s", escalate, got, want)
+		}
+		if _, err := h.Await(awaitCtx(t)); escalate != (err != nil) {
+			t.Fatalf("escalate=%v: Await: %v", escalate, err)
+		}
+	}
+	assertQuiet(t, c)
+}
+
+func newUpload(t *testing.T, url string, n int) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, io.NopCloser(bytes.NewReader(make([]byte, n))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFinals(20)
-	for i := 0; i < 20; i++ {
-		c.Send(newGet(t, ok.URL), f.handler())
-		c.Send(newGet(t, hang.URL), f.handler()) // pending or on the wire at Close
-	}
-	f.wg.Wait()
-	unread := c.Send(newGet(t, ok.URL), nil) // a response nobody reads
-	if _, err := unread.Await(awaitCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	hang.Close()
-	ok.Close()
+	return req
 }

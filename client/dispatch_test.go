@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -17,7 +19,7 @@ func TestSendNotifiesEachOf500RequestsAcross5RoutesExactlyOnce(t *testing.T) {
 			io.WriteString(w, "hello "+r.URL.Query().Get("i"))
 		}))
 	}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 20})
+	c := newClient(t, Config{MaxConnsPerRoute: 4, MaxConnsTotal: 20})
 	f := newFinals(500)
 	var handles []*Handle
 	for i := 0; i < 500; i++ {
@@ -53,40 +55,13 @@ func TestSendNotifiesEachOf500RequestsAcross5RoutesExactlyOnce(t *testing.T) {
 	}
 }
 
-func TestUnclosedResponseShowsAsTheOldestLeaseInStats(t *testing.T) {
-	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "never read") })
-	c := newTestClient(t, Config{})
-	h := c.Send(newGet(t, srv.URL), nil)
-	if _, err := h.Await(awaitCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	first := c.Stats()
-	if first.Leased != 1 || first.OldestLease <= 0 || first.Routes[0].OldestLease != first.OldestLease {
-		t.Fatalf("stats with an unclosed response: leased %d, oldest lease %v (route %v)",
-			first.Leased, first.OldestLease, first.Routes[0].OldestLease)
-	}
-	if !h.Linked() {
-		t.Fatal("a handle whose body is open must be linked")
-	}
-	if second := c.Stats(); second.OldestLease < first.OldestLease {
-		t.Fatalf("the oldest lease got younger: %v then %v", first.OldestLease, second.OldestLease)
-	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if st := c.Stats(); st.Leased != 0 || st.OldestLease != 0 || st.Idle != 1 {
-		t.Fatalf("after Close: leased %d oldest %v idle %d, want 0 0 1 (a small rest is drained, the connection kept)",
-			st.Leased, st.OldestLease, st.Idle)
-	}
-}
-
 func TestSendNeverBlocksWhenEveryConnectionIsBusy(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, MaxConcurrentRequests: 10, HandlerWorkers: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, MaxConcurrentRequests: 10, HandlerWorkers: 1})
 	for i := 0; i < 300; i++ { // beyond every limit: admission, connections, workers
 		c.Send(newGet(t, srv.URL), nil)
 	}
-	waitUntil(t, "the pool is saturated", func() bool {
+	waitFor(t, "the pool is saturated", func() bool {
 		st := c.Stats()
 		return st.Leased == 1 && st.InFlight == 10 && st.PendingAdmission == 290
 	})
@@ -97,7 +72,7 @@ func TestSendNeverBlocksWhenEveryConnectionIsBusy(t *testing.T) {
 }
 
 func TestInvalidRequestIsAFatalProblem(t *testing.T) {
-	c := newTestClient(t, Config{})
+	c := newClient(t, Config{})
 	problems := make(chan error, 2)
 	handler := HandlerFuncs{Problem: func(_ *Handle, err error, fatal bool) bool {
 		if fatal {
@@ -128,7 +103,7 @@ func TestUnreachableRouteIsAFatalProblemForEachHandle(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String() + "/"
 	ln.Close() // dials are refused from now on
-	c := newTestClient(t, Config{MaxConnsPerRoute: 2})
+	c := newClient(t, Config{MaxConnsPerRoute: 2})
 	f := newFinals(10)
 	var hs []*Handle
 	for i := 0; i < 10; i++ {
@@ -142,12 +117,137 @@ func TestUnreachableRouteIsAFatalProblemForEachHandle(t *testing.T) {
 	}
 	// A dial started for callers the route has since failed (its fail-fast
 	// breaker opened) may still be under way: it ends, refused, by itself.
-	waitUntil(t, "nothing open, pending or in flight", func() bool {
+	waitFor(t, "nothing open, pending or in flight", func() bool {
 		st := c.Stats()
 		return st.Open == 0 && st.Pending == 0 && st.InFlight == 0
 	})
 	c.Close()
 	if n := f.all.Load(); n != 10 {
 		t.Fatalf("%d final notifications, want 10", n)
+	}
+}
+
+func TestSendAllAbortsTheRestOnTheFirstError(t *testing.T) {
+	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fail" {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Length", "10")
+		io.WriteString(w, "slow")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the rest never comes: only an abort ends this request
+	})
+	c := newClient(t, Config{MaxConnsPerRoute: 8})
+	var reqs []*http.Request
+	for i := 0; i < 30; i++ {
+		path := "/slow"
+		if i == 3 {
+			path = "/fail"
+		}
+		reqs = append(reqs, newGet(t, srv.URL+path))
+	}
+	errFailed := errors.New("status 500")
+	var reading atomic.Int64
+	_, err := SendAll(awaitCtx(t), c, reqs, 5, func(resp *http.Response) (string, error) {
+		if resp.StatusCode != 200 {
+			return "", errFailed
+		}
+		reading.Add(1)
+		b, err := io.ReadAll(resp.Body) // blocks until the fan-out aborts this request
+		return string(b), err
+	})
+	if !errors.Is(err, errFailed) {
+		t.Fatalf("SendAll: %v, want the first error", err)
+	}
+	if n := srv.count("/slow"); n > 4 {
+		t.Fatalf("the server saw %d slow requests; at most the 4 sent beside the failing one", n)
+	}
+	if st := c.Stats(); st.Leased != 0 || st.Pending != 0 || st.InFlight != 0 {
+		t.Fatalf("after SendAll failed: leased %d pending %d in flight %d, want 0", st.Leased, st.Pending, st.InFlight)
+	}
+}
+
+// 200 Sends at once to a cold route on a server that takes 50 streams per
+// connection: the route opens a few connections (it learns the limit from
+// the server's SETTINGS, and a stream the connection has no room for is sent
+// on another), all 200 are on the wire together, and each Handle is notified
+// exactly once.
+func TestTwoHundredSendsOverHTTP2AreEachNotifiedOnce(t *testing.T) {
+	const n, perConn = 200, 50
+	g := newGate()
+	srv := newH2Server(t, perConn, g.handler)
+	c := srv.client(t, Config{})
+	f := newFinals(n)
+	hs := make([]*Handle, n)
+	for i := range hs {
+		hs[i] = c.Send(newGet(t, fmt.Sprintf("%s/s?i=%d", srv.URL, i)), f.handler())
+	}
+	waitFor(t, "all 200 streams at the server", func() bool { return g.arrived.Load() == n })
+	st := c.Stats()
+	if st.Streams != n || st.Open != n/perConn || srv.maxRuns.Load() != n {
+		t.Errorf("200 streams in flight: %d streams on %d connections, server ran %d at once; want 200 on 4",
+			st.Streams, st.Open, srv.maxRuns.Load())
+	}
+	close(g.open)
+	f.wg.Wait()
+	for i, h := range hs {
+		if got := f.byIndex[fmt.Sprint(i)]; got != 1 {
+			t.Errorf("request %d notified %d times", i, got)
+		}
+		resp, err := h.Await(awaitCtx(t))
+		if err != nil || resp.ProtoMajor != 2 {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	if all, nonFatal := f.all.Load(), f.nonFatal.Load(); all != n || nonFatal != 0 {
+		t.Errorf("%d final and %d non-fatal notifications, want %d and 0", all, nonFatal, n)
+	}
+	st = waitSettled(t, c)
+	t.Logf("200 Sends: %d connections at the server, %d open, %d replays", srv.conns.Load(), st.Open, st.Retries)
+	if got := srv.conns.Load(); got != n/perConn {
+		t.Errorf("the server saw %d connections, want %d", got, n/perConn)
+	}
+}
+
+// finals counts the final notifications of a set of Handles, by request
+// index (the "i" query parameter), and every notification at all.
+type finals struct {
+	mu       sync.Mutex
+	byIndex  map[string]int
+	all      atomic.Int64
+	nonFatal atomic.Int64
+	wg       sync.WaitGroup
+}
+
+func newFinals(n int) *finals {
+	f := &finals{byIndex: map[string]int{}}
+	f.wg.Add(n)
+	return f
+}
+
+func (f *finals) final(h *Handle) {
+	f.all.Add(1)
+	f.mu.Lock()
+	f.byIndex[h.Request().URL.Query().Get("i")]++
+	f.mu.Unlock()
+	f.wg.Done()
+}
+
+func (f *finals) handler() Handler {
+	return HandlerFuncs{
+		Response: func(h *Handle, resp *http.Response) {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			f.final(h)
+		},
+		Problem: func(h *Handle, err error, fatal bool) bool {
+			if fatal {
+				f.final(h)
+			} else {
+				f.nonFatal.Add(1)
+			}
+			return false
+		},
 	}
 }

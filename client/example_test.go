@@ -109,6 +109,24 @@ func Example_actors() {
 	// first: 200 pong
 }
 
+// Stats prints as a short table, so fmt.Println(c.Stats()) or a log line shows
+// the pool at a glance: the totals, then a row per route. The struct's fields
+// are there for code.
+func ExampleStats() {
+	st := client.Stats{Open: 3, Leased: 2, Idle: 1, Pending: 4, Connections: 3, MaxConnsTotal: 64, InFlight: 6,
+		Routes: []client.RouteStats{
+			{Route: "http://127.0.0.1:8080", Open: 2, Leased: 2, Pending: 4, Max: 2, Leases: 40, Reuses: 30,
+				FailFast: "closed", OldestLease: 1500 * time.Millisecond},
+			{Route: "https://api.example:443 as alice", Open: 1, Idle: 1, Max: 8, Leases: 1, FailFast: "closed"},
+		}}
+	fmt.Print(st)
+	// Output:
+	// connactor: 3 open (2 leased, 1 idle), 4 pending, 0 streams; 3/64 connections, 6 in flight, 0 waiting for admission
+	// route                             open  leased  idle  dialing  pending  max  streams  reuse  fail-fast  oldest lease
+	// http://127.0.0.1:8080             2     2       0     0        4        2    0        75%    closed     1.5s
+	// https://api.example:443 as alice  1     0       1     0        0        8    0        0%     closed     0s
+}
+
 // StatusHandler serves a live status page of the pool, and its JSON.
 func ExampleStatusHandler() {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

@@ -1,13 +1,31 @@
 package client
 
+// Where the package's tests are. A file's own behaviour is tested beside it:
+// bridge_test.go, budget_test.go, client_test.go (New, Close, Shutdown,
+// Clone), config_test.go, dispatch_test.go and dispatch_*_test.go (Send,
+// Handle, SendAll, AbortAll), errors_test.go, fleet_test.go,
+// identity_test.go, idle_test.go, logging_test.go, roundtrip_test.go,
+// stats_test.go, status_test.go. What the pool does, seen through the client,
+// is tested end to end in files named for the behaviour: limits, policies,
+// reuse, failures, stale, desync, duplex, upgrade, expect_continue, gzip,
+// trace, tls, proxy, telemetry, http2 (and http2_*).
+//
+// This file holds the helpers every test shares: the one way to make a client
+// (newClient), the one way to wait for a state no event announces (waitFor),
+// requests, loggers and the leak checks. The test servers that count
+// connections are in servers_test.go, the raw-bytes server and its harness in
+// harness_test.go, the in-memory network and testing/synctest bubbles in
+// bubble_test.go.
+
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,122 +44,25 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// connTracker counts a test server's connections as the server sees them, to
-// prove limits from outside the client. A client that closes one connection and
-// opens another is seen by the server in either order, so a count above the
-// limit is only recorded if it persists for settle (a real excess does: pooled
-// connections stay open).
-type connTracker struct {
-	mu            sync.Mutex
-	open, total   int
-	maxOpen       int
-	limit         int
-	settle        time.Duration
-	parent        *connTracker // a tracker shared by several servers (the total)
-	closed        chan struct{}
-	remoteClosed  int
-	longestSettle time.Duration  // longest wait for the server to see a replaced connection close
-	checks        sync.WaitGroup // excess checks in flight
+// checkLeaks verifies, after the test and its cleanups (clients closed), that it
+// left no goroutine behind: at once, where TestMain checks the whole package
+// at its end.
+func checkLeaks(t *testing.T) {
+	ignore := []goleak.Option{goleak.IgnoreCurrent(),
+		// protoactor's dead-letter log throttle: a timer goroutine that ends
+		// after its period (1s).
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore...) })
 }
 
-func newTracker(limit int, parent *connTracker) *connTracker {
-	return &connTracker{limit: limit, settle: 500 * time.Millisecond, parent: parent, closed: make(chan struct{}, 1024)}
-}
-
-func (t *connTracker) connState(_ net.Conn, s http.ConnState) {
-	switch s {
-	case http.StateNew:
-		t.opened()
-		if t.parent != nil {
-			t.parent.opened()
-		}
-	case http.StateClosed, http.StateHijacked:
-		t.closedOne()
-		if t.parent != nil {
-			t.parent.closedOne()
-		}
-	}
-}
-
-// opened counts a new connection. It must not block: the server calls it from
-// its accept loop, and a connection the client already closed is only seen
-// closed once the loop has moved on. An excess is checked on a goroutine of its own.
-func (t *connTracker) opened() {
-	t.mu.Lock()
-	t.open++
-	t.total++
-	o := t.open
-	if o <= t.limit && o > t.maxOpen {
-		t.maxOpen = o
-	}
-	t.mu.Unlock()
-	if o <= t.limit {
-		return
-	}
-	t.checks.Add(1)
-	go func() { // owned by t.checks, waited for by snapshot
-		defer t.checks.Done()
-		start := time.Now()
-		for {
-			t.mu.Lock()
-			o := t.open
-			if o <= t.limit || time.Since(start) > t.settle {
-				if o > t.maxOpen {
-					t.maxOpen = o
-				}
-				if d := time.Since(start); d > t.longestSettle {
-					t.longestSettle = d
-				}
-				t.mu.Unlock()
-				return
-			}
-			t.mu.Unlock()
-			time.Sleep(time.Millisecond)
-		}
-	}()
-}
-
-func (t *connTracker) closedOne() {
-	t.mu.Lock()
-	t.open--
-	t.remoteClosed++
-	t.mu.Unlock()
-	select {
-	case t.closed <- struct{}{}:
-	default:
-	}
-}
-
-func (t *connTracker) snapshot() (open, total, maxOpen int) {
-	t.checks.Wait()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.open, t.total, t.maxOpen
-}
-
-// waitOpen waits until the server sees exactly n open connections.
-func (t *connTracker) waitOpen(tb testing.TB, n int) {
-	tb.Helper()
-	waitFor(tb, fmt.Sprintf("server to see %d open connections", n), func() bool {
-		o, _, _ := t.snapshot()
-		return o == n
-	})
-}
-
-// newServer starts a test server whose connections are counted by t.
-func newServer(tb testing.TB, t *connTracker, h http.Handler) *httptest.Server {
-	tb.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	if t != nil {
-		srv.Config.ConnState = t.connState
-	}
-	srv.Start()
-	tb.Cleanup(srv.Close)
-	return srv
-}
-
+// newClient starts a client for cfg that the test closes at its end (after
+// the servers registered before it, since cleanups run last-in first-out).
+// A nil Logger logs warnings and errors only (quietLogger).
 func newClient(tb testing.TB, cfg Config) *Client {
 	tb.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
 	c, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -150,18 +71,57 @@ func newClient(tb testing.TB, cfg Config) *Client {
 	return c
 }
 
-// waitFor polls cond until it holds, failing after 5s.
+// waitFor waits for a state the test cannot be told about by an event (the
+// pool's counts, what a server saw), polling cond; it fails the test after
+// 10s.
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			tb.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
+// assertQuiet checks the pool holds no lease and no waiter.
+func assertQuiet(tb testing.TB, c *Client) {
+	tb.Helper()
+	waitFor(tb, "0 leased and 0 pending", func() bool {
+		st := c.Stats()
+		return st.Leased == 0 && st.Pending == 0 && st.InFlight == 0
+	})
+}
+
+// waitIdle waits until the pool holds n idle connections: a body's release
+// reaches its route actor by message, after Close returns.
+func waitIdle(tb testing.TB, c *Client, n int) {
+	tb.Helper()
+	waitFor(tb, fmt.Sprintf("%d idle connections", n), func() bool { return c.Stats().Idle == n })
+}
+
+// waitSettled waits until nothing is leased, pending or streaming, and
+// returns the stats then.
+func waitSettled(t *testing.T, c *Client) Stats {
+	t.Helper()
+	var st Stats
+	waitFor(t, "no lease, stream or caller left", func() bool {
+		st = c.Stats()
+		return st.Leased == 0 && st.Pending == 0 && st.Streams == 0 && st.InFlight == 0
+	})
+	return st
+}
+
+// awaitCtx bounds a wait for a Handle's outcome (Handle.Await) to 10s.
+func awaitCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// get sends a GET through c and returns the body, failing the test on an error.
 func get(tb testing.TB, c *Client, url string) string {
 	tb.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -177,29 +137,87 @@ func get(tb testing.TB, c *Client, url string) string {
 	return string(b)
 }
 
+// getURL is a GET through the client.
+func getURL(c *Client, u string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.RoundTrip(req)
+}
+
+// secureGet sends a GET for url with ctx and returns the status and body.
+func secureGet(ctx context.Context, c *Client, url string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := c.RoundTrip(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// mustGet is secureGet that fails the test on an error or a status other than 200.
+func mustGet(t *testing.T, ctx context.Context, c *Client, url string) string {
+	t.Helper()
+	code, body, err := secureGet(ctx, c, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: status %d", url, code)
+	}
+	return body
+}
+
 func requestCtx(ctx context.Context, url string) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	return req
 }
 
-// assertQuiet checks the pool holds no lease and no waiter.
-func assertQuiet(tb testing.TB, c *Client) {
-	tb.Helper()
-	waitFor(tb, "0 leased and 0 pending", func() bool {
-		st := c.Stats()
-		return st.Leased == 0 && st.Pending == 0 && st.InFlight == 0
-	})
+func newGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
 
-var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+// quietLogger logs warnings and errors only (protoactor logs every system start).
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
 
+// testLogger logs nothing, for tests whose warnings are expected and many.
 func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// waitIdle waits until the pool holds n idle connections: a body's release
-// reaches its route actor by message, after Close returns.
-func waitIdle(tb testing.TB, c *Client, n int) {
-	tb.Helper()
-	waitFor(tb, fmt.Sprintf("%d idle connections", n), func() bool { return c.Stats().Idle == n })
+// syncBuffer is a log sink for tests that read what the client logged.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) count(sub string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Count(s.b.String(), sub)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -67,7 +67,7 @@ func TestIdentitiesNeverShareAConnection(t *testing.T) {
 	is := &identityServer{byConn: map[string]map[string]int{}}
 	srv := httptest.NewServer(is)
 	defer srv.Close()
-	c := newSecureTestClient(t, Config{MaxConnsPerRoute: 2})
+	c := newClient(t, Config{MaxConnsPerRoute: 2})
 
 	var wg sync.WaitGroup
 	for _, id := range testIdentities {
@@ -113,7 +113,7 @@ func TestEachIdentityReusesItsOwnConnection(t *testing.T) {
 	defer srv.Close()
 	// One connection per route: were routes shared across identities,
 	// interleaving them would re-use one connection for all.
-	c := newSecureTestClient(t, Config{MaxConnsPerRoute: 1})
+	c := newClient(t, Config{MaxConnsPerRoute: 1})
 	for round := 0; round < 5; round++ {
 		for _, id := range testIdentities {
 			getAs(t, c, srv.URL, id)

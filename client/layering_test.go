@@ -10,14 +10,15 @@ import (
 // The packages are layered one way: client speaks to the pool (actors) only,
 // never to the connections (conn, conn/h2) it leases; the connections know
 // nothing of the pool or the client; route and telemetry call nothing above
-// them. The imports of each package's non-test files show it.
+// them; the status page knows the pool's stats values, not the client. The imports of each package's non-test files show it.
 func TestPackagesImportOnlyTheLayersBelowThem(t *testing.T) {
 	const mod = "github.com/connactor/connactor/"
 	for _, rule := range []struct {
 		dir     string
 		allowed []string // the module's packages it may import
 	}{
-		{"../client", []string{"actors", "route", "telemetry", "fleet", "internal/dispatch"}},
+		{"../client", []string{"actors", "route", "telemetry", "fleet", "internal/dispatch", "internal/status"}},
+		{"../internal/status", []string{"actors", "route"}},
 		{"../conn", []string{"conn/h2", "route", "internal/errs", "internal/mailbox", "internal/wait"}},
 		{"../conn/h2", []string{"route", "internal/errs"}},
 		{"../route", []string{"internal/jsonsec"}},

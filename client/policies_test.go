@@ -78,7 +78,7 @@ func TestMaxPendingPerRouteRefusesTheNextCallerAtOnce(t *testing.T) {
 	release := make(chan struct{})
 	busy := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { <-release; io.WriteString(w, "busy") })
 	other := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "other") })
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxPendingPerRoute: 5})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxPendingPerRoute: 5})
 	results := make(chan error, 50)
 	call := func() {
 		resp, err := c.RoundTrip(newGet(t, busy.URL))
@@ -89,7 +89,7 @@ func TestMaxPendingPerRouteRefusesTheNextCallerAtOnce(t *testing.T) {
 		results <- err
 	}
 	go call() // holds the route's one connection
-	waitUntil(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
+	waitFor(t, "the connection leased", func() bool { return c.Stats().Leased == 1 })
 	for i := 0; i < 49; i++ {
 		go call()
 	}
@@ -133,7 +133,7 @@ func TestMaxPendingPerRouteRefusesTheNextCallerAtOnce(t *testing.T) {
 func TestMaxDialsPerRouteBoundsDialsInFlight(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	dc := &dialCounter{gate: make(chan struct{})}
-	c := newTestClient(t, Config{MaxConnsPerRoute: 10, MaxDialsPerRoute: 2, DialContext: dc.dial})
+	c := newClient(t, Config{MaxConnsPerRoute: 10, MaxDialsPerRoute: 2, DialContext: dc.dial})
 	var wg sync.WaitGroup
 	for i := 0; i < 10; i++ {
 		wg.Add(1)
@@ -142,21 +142,28 @@ func TestMaxDialsPerRouteBoundsDialsInFlight(t *testing.T) {
 			get(t, c, srv.URL)
 		}()
 	}
-	waitUntil(t, "two dials in flight", func() bool { return dc.inFlight.Load() == 2 })
-	waitUntil(t, "the callers queued", func() bool { return c.Stats().Pending == 10 })
+	waitFor(t, "two dials in flight", func() bool { return dc.inFlight.Load() == 2 })
+	waitFor(t, "the callers queued", func() bool { return c.Stats().Pending == 10 })
 	if n := dc.dials.Load(); n != 2 {
 		t.Fatalf("%d dials started with MaxDialsPerRoute 2", n)
 	}
+	served := make(chan struct{})
+	go func() { // owned by this test: ends when the callers have their answers
+		wg.Wait()
+		close(served)
+	}()
+release:
 	for i := 0; i < 10; i++ {
 		select {
 		case dc.gate <- struct{}{}:
-		case <-time.After(time.Second): // no more dials wanted: connections serve the rest
+		case <-served: // no more dials wanted: connections served the rest
+			break release
 		}
 		if dc.peak.Load() > 2 {
 			t.Fatalf("%d dials in flight", dc.peak.Load())
 		}
 	}
-	wg.Wait()
+	<-served
 	if p := dc.peak.Load(); p != 2 {
 		t.Fatalf("peak dials in flight %d", p)
 	}
@@ -169,7 +176,7 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 	dc := &dialCounter{}
 	dc.fail.Store(true)
 	var logs syncBuffer
-	c := newTestClient(t, Config{FailFastAfter: 3, FailFastCooldown: 300 * time.Millisecond,
+	c := newClient(t, Config{FailFastAfter: 3, FailFastCooldown: 300 * time.Millisecond,
 		DialContext: dc.dial, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := 0; i < 3; i++ {
 		if _, err := c.RoundTrip(newGet(t, srv.URL)); err == nil || !errors.Is(err, ErrNotSent) {
@@ -202,7 +209,7 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 		t.Fatalf("status page: %+v", body.Routes[0])
 	}
 	dc.fail.Store(false)
-	waitUntil(t, "the cool-down to pass", func() bool {
+	waitFor(t, "the cool-down to pass", func() bool {
 		resp, err := c.RoundTrip(newGet(t, srv.URL))
 		if err != nil {
 			return false
@@ -228,112 +235,55 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 // sees ceil(10/3) connections for 10 sequential requests.
 func TestMaxRequestsPerConnRotatesConnections(t *testing.T) {
 	srv := newDispatchServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newTestClient(t, Config{MaxRequestsPerConn: 3})
+	c := newClient(t, Config{MaxRequestsPerConn: 3})
 	for i := 0; i < 10; i++ {
 		get(t, c, srv.URL)
 	}
 	if n := srv.newConns.Load(); n != 4 {
 		t.Fatalf("server saw %d connections for 10 requests at 3 per connection", n)
 	}
-	waitUntil(t, "three retirements", func() bool { return c.Stats().Routes[0].ClosedBy["max_requests"] == 3 })
-}
-
-// The retry budget refuses replays beyond its share: the server counts the
-// requests, and the replays it sees stay within the budget.
-func TestRetryBudgetCapsReplays(t *testing.T) {
-	// Every connection answers one request, then drops the next one unanswered:
-	// each re-used connection fails a GET before any response byte.
-	srv := newRawServer(t, func(c *rawConn) {
-		if _, _, err := c.readRequest(); err != nil {
-			return
-		}
-		c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		c.readHead() // the second request: dropped
-	})
-	t.Cleanup(srv.Close)
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1,
-		RetryBudget: RetryBudget{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}})
-	failures := 0
-	for i := 0; i < 100; i++ {
-		resp, err := c.RoundTrip(newGet(t, srv.URL()))
-		if err != nil {
-			failures++
-			continue
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	st := c.Stats()
-	// 100 requests: 10% of the requests, or 10 (1 a second over 10 s).
-	if st.Retries > 10 || st.RetriesRefused == 0 || st.Retries+st.RetriesRefused == 0 {
-		t.Fatalf("retries %d refused %d", st.Retries, st.RetriesRefused)
-	}
-	t.Logf("100 requests: %d replays allowed, %d refused, %d failed", st.Retries, st.RetriesRefused, failures)
-}
-
-func TestRetryBudgetCountsOverASlidingWindow(t *testing.T) {
-	now := time.Unix(1000, 0)
-	b := newRetryBudget(RetryBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second})
-	b.now = func() time.Time { return now }
-	for i := 0; i < 200; i++ {
-		b.request(now)
-	}
-	allowed := 0
-	for b.allow() {
-		allowed++
-	}
-	if allowed != 40 {
-		t.Fatalf("%d replays allowed for 200 requests at 20%%", allowed)
-	}
-	now = now.Add(11 * time.Second) // the window slid past them: only the floor is left
-	allowed = 0
-	for b.allow() {
-		allowed++
-	}
-	if allowed != 10 {
-		t.Fatalf("%d replays on the floor of 1/s over 10s", allowed)
-	}
-	if a, r := b.totals(); a != 50 || r != 2 {
-		t.Fatalf("totals %d allowed, %d refused", a, r)
-	}
+	waitFor(t, "three retirements", func() bool { return c.Stats().Routes[0].ClosedBy["max_requests"] == 3 })
 }
 
 // A server that closes idle connections after 200 ms, without saying so:
 // after a warm-up the route knows, and requests 250 ms apart never meet a
-// stale connection.
+// stale connection. The server's deadlines and the test's waits run on the
+// fake clock of a testing/synctest bubble, over the in-memory network.
 func TestARouteLearnsTheServersIdleTimeout(t *testing.T) {
-	srv := newRawServer(t, func(c *rawConn) {
-		for {
-			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			if _, _, err := c.readRequest(); err != nil {
-				return // idle 200ms: close
+	inBubble(t, func(t *testing.T) {
+		srv := newMemServer(func(c *rawConn) {
+			for {
+				c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				if _, _, err := c.readRequest(); err != nil {
+					return // idle 200ms: close
+				}
+				c.SetReadDeadline(time.Time{})
+				c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			}
-			c.SetReadDeadline(time.Time{})
-			c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		})
+		t.Cleanup(srv.Close)
+		c := newClient(t, Config{DialContext: srv.mem.dial})
+		get(t, c, srv.URL())
+		waitFor(t, "the server's idle timeout learned", func() bool { return c.Stats().Routes[0].LearnedIdle > 0 })
+		learned := c.Stats().Routes[0].LearnedIdle
+		if learned < 150*time.Millisecond || learned > 400*time.Millisecond {
+			t.Fatalf("learned %v for a 200ms timeout", learned)
+		}
+		before := c.Stats()
+		for i := 0; i < 6; i++ {
+			time.Sleep(250 * time.Millisecond)
+			if got := get(t, c, srv.URL()); got != "ok" {
+				t.Fatalf("request %d: %q", i, got)
+			}
+		}
+		after := c.Stats()
+		if after.Retries != before.Retries || after.RetriesRefused != before.RetriesRefused {
+			t.Fatalf("stale connections met: retries %d -> %d", before.Retries, after.Retries)
+		}
+		if c.Status().Routes[0].LearnedIdle == 0 {
+			t.Fatal("the status page does not show the learned idle timeout")
 		}
 	})
-	t.Cleanup(srv.Close)
-	c := newTestClient(t, Config{})
-	get(t, c, srv.URL())
-	waitUntil(t, "the server's idle timeout learned", func() bool { return c.Stats().Routes[0].LearnedIdle > 0 })
-	learned := c.Stats().Routes[0].LearnedIdle
-	if learned < 150*time.Millisecond || learned > 400*time.Millisecond {
-		t.Fatalf("learned %v for a 200ms timeout", learned)
-	}
-	before := c.Stats()
-	for i := 0; i < 6; i++ {
-		time.Sleep(250 * time.Millisecond)
-		if got := get(t, c, srv.URL()); got != "ok" {
-			t.Fatalf("request %d: %q", i, got)
-		}
-	}
-	after := c.Stats()
-	if after.Retries != before.Retries || after.RetriesRefused != before.RetriesRefused {
-		t.Fatalf("stale connections met: retries %d -> %d", before.Retries, after.Retries)
-	}
-	if c.Status().Routes[0].LearnedIdle == 0 {
-		t.Fatal("the status page does not show the learned idle timeout")
-	}
 }
 
 // MaxConnsPerHost holds across the routes of one host (three identities), at
@@ -369,9 +319,9 @@ func TestMaxConnsPerHostHoldsAcrossIdentitiesInArrivalOrder(t *testing.T) {
 	go call("alice", "/hold")
 	tracker.waitOpen(t, 1)
 	go call("bob", "/bob")
-	waitUntil(t, "bob queued for the host", func() bool { return c.Stats().PendingPermits == 1 })
+	waitFor(t, "bob queued for the host", func() bool { return c.Stats().PendingPermits == 1 })
 	go call("carol", "/carol")
-	waitUntil(t, "carol queued for the host", func() bool { return c.Stats().PendingPermits == 2 })
+	waitFor(t, "carol queued for the host", func() bool { return c.Stats().PendingPermits == 2 })
 	close(release)
 	for i := 0; i < 3; i++ {
 		if err := <-done; err != nil {

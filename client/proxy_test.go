@@ -21,7 +21,7 @@ func TestHTTPThroughAnHTTPProxyUsesAbsoluteFormOnOneProxyConnection(t *testing.T
 	defer target.Close()
 	p := proxytest.NewHTTPProxy(proxytest.WithAuth("alice", "s3cret"))
 	defer p.Close()
-	c := newSecureTestClient(t, Config{Proxy: http.ProxyURL(p.URLWithUser("alice", "s3cret"))})
+	c := newClient(t, Config{Proxy: http.ProxyURL(p.URLWithUser("alice", "s3cret"))})
 
 	for i := 0; i < 5; i++ {
 		req, _ := http.NewRequest("GET", target.URL+"/item?i="+strconv.Itoa(i), nil)
@@ -57,7 +57,7 @@ func TestAProxyAskingForCredentialsOnAPlainHTTPRequestIsAResponse(t *testing.T) 
 	// and its 407 is the response (with Proxy-Authenticate) for the caller.
 	p := proxytest.NewHTTPProxy(proxytest.WithAuth("alice", "s3cret"))
 	defer p.Close()
-	c := newSecureTestClient(t, Config{Proxy: http.ProxyURL(p.URL)})
+	c := newClient(t, Config{Proxy: http.ProxyURL(p.URL)})
 	code, _, err := secureGet(context.Background(), c, "http://origin.test/")
 	if err != nil || code != http.StatusProxyAuthRequired {
 		t.Fatalf("status %d, err %v; want the proxy's 407", code, err)
@@ -69,7 +69,7 @@ func TestHTTPSThroughConnectReusesOneTunnel(t *testing.T) {
 	target, roots := tlsServer(t, cc, hl)
 	p := proxytest.NewHTTPProxy(proxytest.WithAuth("alice", "s3cret"))
 	defer p.Close()
-	c := newSecureTestClient(t, Config{
+	c := newClient(t, Config{
 		Proxy:     http.ProxyURL(p.URLWithUser("alice", "s3cret")),
 		TLSConfig: &tls.Config{RootCAs: roots},
 	})
@@ -99,7 +99,7 @@ func TestAProxyRefusingConnectIsATypedError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := proxytest.NewHTTPProxy(tc.opt)
 			defer p.Close()
-			c := newSecureTestClient(t, Config{Proxy: http.ProxyURL(p.URL)})
+			c := newClient(t, Config{Proxy: http.ProxyURL(p.URL)})
 			_, _, err := secureGet(context.Background(), c, "https://origin.test/")
 			var pce *ProxyConnectError
 			if !errors.As(err, &pce) || pce.StatusCode != tc.code || pce.Proxy != p.URL.String() {
@@ -121,7 +121,7 @@ func TestHTTPSProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 	defer p.Close()
 	both := roots.Clone()
 	both.AppendCertsFromPEM(cert.CertPEM)
-	c := newSecureTestClient(t, Config{
+	c := newClient(t, Config{
 		Proxy:     http.ProxyURL(p.URLWithUser("alice", "s3cret")),
 		TLSConfig: &tls.Config{RootCAs: both},
 	})
@@ -136,7 +136,7 @@ func TestHTTPSProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 		t.Fatalf("HTTPS target saw %d requests on %d connections, %d with Proxy-Authorization", requests, conns, proxyAuth)
 	}
 
-	untrusting := newSecureTestClient(t, Config{
+	untrusting := newClient(t, Config{
 		Proxy:     http.ProxyURL(p.URLWithUser("alice", "s3cret")),
 		TLSConfig: &tls.Config{RootCAs: roots},
 	})
@@ -156,7 +156,7 @@ func TestSOCKS5ProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 	s := proxytest.NewSOCKS5("alice", "s3cret")
 	defer s.Close()
 	pu := &url.URL{Scheme: "socks5", Host: s.Addr, User: url.UserPassword("alice", "s3cret")}
-	c := newSecureTestClient(t, Config{Proxy: http.ProxyURL(pu), TLSConfig: &tls.Config{RootCAs: roots}})
+	c := newClient(t, Config{Proxy: http.ProxyURL(pu), TLSConfig: &tls.Config{RootCAs: roots}})
 	for i := 0; i < 3; i++ {
 		mustGet(t, context.Background(), c, plain.URL)
 		mustGet(t, context.Background(), c, secure.URL)
@@ -172,7 +172,7 @@ func TestSOCKS5ProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 	}
 
 	wrong := &url.URL{Scheme: "socks5", Host: s.Addr, User: url.UserPassword("alice", "guess")}
-	bad := newSecureTestClient(t, Config{Proxy: http.ProxyURL(wrong)})
+	bad := newClient(t, Config{Proxy: http.ProxyURL(wrong)})
 	if _, _, err := secureGet(context.Background(), bad, plain.URL); err == nil || strings.Contains(err.Error(), "guess") {
 		t.Fatalf("wrong SOCKS5 password: err = %v, want a failure that does not show the password", err)
 	}
@@ -186,7 +186,7 @@ func TestProxyCredentialsDoNotMixAcrossRoutes(t *testing.T) {
 	p := proxytest.NewHTTPProxy()
 	defer p.Close()
 	users := map[string]*url.URL{"alice": p.URLWithUser("alice", "a"), "bob": p.URLWithUser("bob", "b")}
-	c := newSecureTestClient(t, Config{
+	c := newClient(t, Config{
 		Proxy: func(r *http.Request) (*url.URL, error) {
 			return users[r.Header.Get("X-User")], nil
 		},

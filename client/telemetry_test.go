@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,20 +28,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
-	"go.uber.org/goleak"
 
 	"github.com/connactor/connactor/telemetry"
 )
-
-// checkLeaks verifies, after the test and its cleanups (clients closed), that it
-// left no goroutine behind. (No TestMain: the package's tests are shared.)
-func checkLeaks(t *testing.T) {
-	ignore := []goleak.Option{goleak.IgnoreCurrent(),
-		// protoactor's dead-letter log throttle: a timer goroutine that ends
-		// after its period (1s).
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore...) })
-}
 
 // observed is a client wired to an in-memory span recorder and a manual metric reader.
 type observed struct {
@@ -61,16 +48,11 @@ func newObserved(t *testing.T, cfg Config) *observed {
 	if cfg.Propagator == nil {
 		cfg.Propagator = propagation.TraceContext{}
 	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.c = c
-	t.Cleanup(func() {
-		c.Close()
+	t.Cleanup(func() { // after the client's Close: cleanups run last-in first-out
 		tp.Shutdown(context.Background())
 		mp.Shutdown(context.Background())
 	})
+	o.c = newClient(t, cfg)
 	return o
 }
 
@@ -288,85 +270,79 @@ func TestOpenConnectionsMoveBetweenActiveAndIdleAsBodiesAreReadAndClosed(t *test
 	}
 }
 
-// getURL is a GET through the client.
-func getURL(c *Client, u string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	return c.RoundTrip(req)
-}
-
+// The wait is measured on the fake clock of a testing/synctest bubble, over
+// the in-memory network: it is the hold exactly, and takes no real time.
 func TestALeaseWaitShowsInTheWaitHistogramWithTheRightMagnitude(t *testing.T) {
-	checkLeaks(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "x")
-	}))
-	defer srv.Close()
-	o := newObserved(t, Config{MaxConnsPerRoute: 1})
+	inBubble(t, func(t *testing.T) {
+		checkLeaks(t)
+		srv, mem := newMemHTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "x")
+		}))
+		o := newObserved(t, Config{MaxConnsPerRoute: 1, DialContext: mem.dial})
 
-	first, err := getURL(o.c, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { // owned by this test: it waits on done
-		resp, err := getURL(o.c, srv.URL)
-		if err == nil {
-			io.ReadAll(resp.Body)
-			resp.Body.Close()
+		first, err := getURL(o.c, srv.URL)
+		if err != nil {
+			t.Fatal(err)
 		}
-		done <- err
-	}()
-	waitFor(t, "the second request to queue", func() bool {
-		return sumOf(o.collect(t), telemetry.MetricLeasePending) == 1
-	})
-	const hold = 100 * time.Millisecond // the wait being measured
-	time.Sleep(hold)
-	io.ReadAll(first.Body)
-	first.Body.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-
-	h, ok := o.collect(t)[telemetry.MetricLeaseWait].Data.(metricdata.Histogram[float64])
-	if !ok || len(h.DataPoints) != 1 {
-		t.Fatalf("no %s histogram", telemetry.MetricLeaseWait)
-	}
-	dp := h.DataPoints[0]
-	max, _ := dp.Max.Value()
-	if dp.Count != 2 || max < hold.Seconds() || max >= 1 {
-		t.Fatalf("lease waits: count %d max %.3fs, want 2 leases, the longest in [%.1fs, 1s)", dp.Count, max, hold.Seconds())
-	}
-	// The first request queued too, briefly, while its connection was dialed.
-	var longest float64
-	for _, s := range o.spans.Ended() {
-		e, ok := hasEvent(s, telemetry.EventPoolWait)
-		if !ok {
-			continue
-		}
-		var pos int64
-		var wait float64
-		for _, kv := range e.Attributes {
-			switch kv.Key {
-			case telemetry.AttrQueuePos:
-				pos = kv.Value.AsInt64()
-			case telemetry.AttrWait:
-				wait = kv.Value.AsFloat64()
+		done := make(chan error, 1)
+		go func() { // owned by this test: it waits on done
+			resp, err := getURL(o.c, srv.URL)
+			if err == nil {
+				io.ReadAll(resp.Body)
+				resp.Body.Close()
 			}
+			done <- err
+		}()
+		waitFor(t, "the second request to queue", func() bool {
+			return sumOf(o.collect(t), telemetry.MetricLeasePending) == 1
+		})
+		const hold = 100 * time.Millisecond // the wait being measured
+		time.Sleep(hold)
+		io.ReadAll(first.Body)
+		first.Body.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
-		if pos != 1 {
-			t.Errorf("queue position %d, want 1", pos)
+
+		h, ok := o.collect(t)[telemetry.MetricLeaseWait].Data.(metricdata.Histogram[float64])
+		if !ok || len(h.DataPoints) != 1 {
+			t.Fatalf("no %s histogram", telemetry.MetricLeaseWait)
 		}
-		longest = math.Max(longest, wait)
-	}
-	if longest < hold.Seconds() || longest >= 1 {
-		t.Errorf("longest pool wait event %.3fs, want in [%.1fs, 1s)", longest, hold.Seconds())
-	}
-	st := o.c.Stats()
-	if len(st.Routes) != 1 || len(st.Routes[0].RecentWaits) != 2 || st.Routes[0].RecentWaits[0].Waited < hold {
-		t.Fatalf("Stats' recent waits: %+v", st.Routes)
-	}
+		dp := h.DataPoints[0]
+		max, _ := dp.Max.Value()
+		if dp.Count != 2 || max < hold.Seconds() || max >= 1 {
+			t.Fatalf("lease waits: count %d max %.3fs, want 2 leases, the longest in [%.1fs, 1s)", dp.Count, max, hold.Seconds())
+		}
+		// The first request queued too, briefly, while its connection was dialed.
+		var longest float64
+		for _, s := range o.spans.Ended() {
+			e, ok := hasEvent(s, telemetry.EventPoolWait)
+			if !ok {
+				continue
+			}
+			var pos int64
+			var wait float64
+			for _, kv := range e.Attributes {
+				switch kv.Key {
+				case telemetry.AttrQueuePos:
+					pos = kv.Value.AsInt64()
+				case telemetry.AttrWait:
+					wait = kv.Value.AsFloat64()
+				}
+			}
+			if pos != 1 {
+				t.Errorf("queue position %d, want 1", pos)
+			}
+			longest = math.Max(longest, wait)
+		}
+		if longest < hold.Seconds() || longest >= 1 {
+			t.Errorf("longest pool wait event %.3fs, want in [%.1fs, 1s)", longest, hold.Seconds())
+		}
+		st := o.c.Stats()
+		if len(st.Routes) != 1 || len(st.Routes[0].RecentWaits) != 2 || st.Routes[0].RecentWaits[0].Waited < hold {
+			t.Fatalf("Stats' recent waits: %+v", st.Routes)
+		}
+	})
 }
 
 func TestAnLRUEvictionAndAnIdleExpiryAreCountedWithTheirReasons(t *testing.T) {
@@ -482,60 +458,6 @@ func TestARetryAndALeaseTimeoutAreCounted(t *testing.T) {
 	}
 }
 
-func TestLogsGoToTheConfiguredLoggerAndNothingToStdout(t *testing.T) {
-	checkLeaks(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "x") }))
-	defer srv.Close()
-
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	printed := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(r); printed <- b }() // owned by this test: ends when w closes
-
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	o := newObserved(t, Config{Logger: logger, MaxIdleTime: 20 * time.Millisecond})
-	resp, err := getURL(o.c, srv.URL)
-	if err == nil {
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
-	waitFor(t, "the idle connection to expire", func() bool { return o.c.Stats().Open == 0 })
-	o.c.Close()
-
-	os.Stdout = stdout
-	w.Close()
-	if out := <-printed; len(out) > 0 {
-		t.Errorf("the library printed to stdout: %q", out)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, want := range []string{"connactor: connection opened", "connactor: connection closed", "reason=idle_expiry"} {
-		if !bytes.Contains(logs.Bytes(), []byte(want)) {
-			t.Errorf("logs lack %q:\n%s", want, logs.String())
-		}
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // BenchmarkRoundTripTelemetry measures what telemetry costs per request: "off"
 // with no-op providers, "on" with the SDK (a batching tracer provider exporting
 // nowhere, a meter provider with a manual reader, W3C trace context injected).
@@ -544,11 +466,7 @@ func BenchmarkRoundTripTelemetry(b *testing.B) {
 	defer srv.Close()
 	run := func(b *testing.B, cfg Config) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		c, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
+		c := newClient(b, cfg)
 		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 		b.ReportAllocs()
 		b.ResetTimer()

@@ -52,7 +52,7 @@ func tlsServer(t *testing.T, cc *connCounter, hl *handshakeLog) (*httptest.Serve
 func TestTenHTTPSRequestsUseOneTLSConnection(t *testing.T) {
 	cc, hl := &connCounter{}, &handshakeLog{}
 	srv, roots := tlsServer(t, cc, hl)
-	c := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
+	c := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
 	for i := 0; i < 10; i++ {
 		mustGet(t, context.Background(), c, srv.URL)
 	}
@@ -66,7 +66,7 @@ func TestSelfSignedServerIsRefusedByDefaultAndAcceptedWithItsRoots(t *testing.T)
 	cc, hl := &connCounter{}, &handshakeLog{}
 	srv, roots := tlsServer(t, cc, hl)
 
-	def := newSecureTestClient(t, Config{})
+	def := newClient(t, Config{})
 	_, _, err := secureGet(context.Background(), def, srv.URL)
 	var verr *tls.CertificateVerificationError
 	var unknown x509.UnknownAuthorityError
@@ -77,7 +77,7 @@ func TestSelfSignedServerIsRefusedByDefaultAndAcceptedWithItsRoots(t *testing.T)
 		t.Fatalf("server answered %d requests on an unverified connection", requests)
 	}
 
-	trusting := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
+	trusting := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
 	if body := mustGet(t, context.Background(), trusting, srv.URL); body != "ok" {
 		t.Fatalf("body %q", body)
 	}
@@ -86,7 +86,7 @@ func TestSelfSignedServerIsRefusedByDefaultAndAcceptedWithItsRoots(t *testing.T)
 func TestSecondConnectionToTheSameHostResumesTheTLSSession(t *testing.T) {
 	cc, hl := &connCounter{}, &handshakeLog{}
 	srv, roots := tlsServer(t, cc, hl)
-	c := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
+	c := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
 	// Connection: close makes the first connection end after its response, whose
 	// read also took in the server's session ticket (TLS 1.3 sends it after the
 	// handshake); the second request needs a new connection.
@@ -134,7 +134,7 @@ func TestTLSConfigIsHonoured(t *testing.T) {
 			Certificates: []tls.Certificate{clientCert.TLS}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newSecureTestClient(t, Config{TLSConfig: tc.cfg})
+			c := newClient(t, Config{TLSConfig: tc.cfg})
 			_, before, _ := cc.snapshot()
 			code, _, err := secureGet(context.Background(), c, srv.URL)
 			_, after, _ := cc.snapshot()
@@ -168,7 +168,7 @@ func TestTLSHandshakeTimeoutBoundsASilentServer(t *testing.T) {
 		default:
 		}
 	}()
-	c := newSecureTestClient(t, Config{TLSHandshakeTimeout: 100 * time.Millisecond})
+	c := newClient(t, Config{TLSHandshakeTimeout: 100 * time.Millisecond})
 	_, _, err = secureGet(context.Background(), c, "https://"+ln.Addr().String())
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the handshake's deadline", err)
@@ -187,11 +187,11 @@ func TestALPNFollowsProtocolsWhateverTheConfigLists(t *testing.T) {
 	roots.AddCert(srv.Certificate())
 	var h1 http.Protocols
 	h1.SetHTTP1(true)
-	c := newSecureTestClient(t, Config{Protocols: &h1, TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}})
+	c := newClient(t, Config{Protocols: &h1, TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}})
 	if proto := mustGet(t, context.Background(), c, srv.URL); proto != "HTTP/1.1" {
 		t.Fatalf("server saw %q, want HTTP/1.1", proto)
 	}
-	c2 := newSecureTestClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}}})
+	c2 := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}}})
 	if proto := mustGet(t, context.Background(), c2, srv.URL); proto != "HTTP/2.0" {
 		t.Fatalf("by default the server saw %q, want HTTP/2.0", proto)
 	}

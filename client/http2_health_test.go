@@ -147,7 +147,7 @@ func TestAnHTTP2ConnectionThatFailsItsPingIsClosedAndReplaced(t *testing.T) {
 		t.Fatalf("first request: %q", got)
 	}
 	px.mute()
-	waitUntil(t, "the idle connection closed for ping_timeout", func() bool { return pingClosed() == 1 })
+	waitFor(t, "the idle connection closed for ping_timeout", func() bool { return pingClosed() == 1 })
 
 	// A connection carrying a stream: the server holds the request, then
 	// goes silent.
@@ -171,7 +171,7 @@ func TestAnHTTP2ConnectionThatFailsItsPingIsClosedAndReplaced(t *testing.T) {
 	if err := <-errc; ctx.Err() != nil || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("the request on a connection failing its PING: %v (context: %v), want ErrOutcomeUnknown", err, ctx.Err())
 	}
-	waitUntil(t, "the busy connection closed for ping_timeout", func() bool { return pingClosed() == 2 })
+	waitFor(t, "the busy connection closed for ping_timeout", func() bool { return pingClosed() == 2 })
 
 	if got := get(t, c, url+"/third"); got != "ok" || px.connections() != 3 {
 		t.Fatalf("after the busy connection's ping timeout: %q on proxy connection %d, want ok on a new one", got, px.connections())

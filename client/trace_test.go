@@ -52,11 +52,7 @@ func TestClientTraceFiresNetHTTPHooksInNetHTTPOrder(t *testing.T) {
 		return tl.list(), &tl
 	}
 
-	c, err := New(Config{TLSConfig: tlsCfg, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, Config{TLSConfig: tlsCfg})
 	got, gotLog := run(c)
 
 	tr := &http.Transport{TLSClientConfig: tlsCfg}

@@ -5,23 +5,23 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/textproto"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-// rawServer is a TCP server on 127.0.0.1 that writes exact bytes: each accepted
+// rawServer is a TCP server on 127.0.0.1 (or on a memListener, for tests in a
+// testing/synctest bubble) that writes exact bytes: each accepted
 // connection is handed to the test's handler on a goroutine the server owns
 // (Close closes every connection and waits for the handlers). It counts what it
 // receives, so tests prove limits and "nothing sent" on the server's side.
 type rawServer struct {
 	ln      net.Listener
+	mem     *memListener // ln, when it is in memory
 	handler func(*rawConn)
 	wg      sync.WaitGroup
 	bytesIn atomic.Int64
@@ -45,7 +45,17 @@ func newRawServer(t *testing.T, handler func(*rawConn)) *rawServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &rawServer{ln: ln, handler: handler}
+	return serveRaw(&rawServer{ln: ln, handler: handler})
+}
+
+// newMemServer is newRawServer on an in-memory listener, for a test in a
+// testing/synctest bubble.
+func newMemServer(handler func(*rawConn)) *rawServer {
+	mem := newMemListener()
+	return serveRaw(&rawServer{ln: mem, mem: mem, handler: handler})
+}
+
+func serveRaw(s *rawServer) *rawServer {
 	s.wg.Add(1)
 	go s.accept() // owned by s.wg; ends when Close closes the listener
 	return s
@@ -188,7 +198,21 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config, handler func(*rawConn)) *harness {
 	t.Helper()
-	h := &harness{t: t, srv: newRawServer(t, handler)}
+	return harnessOn(t, newRawServer(t, handler), cfg)
+}
+
+// newMemHarness is newHarness on an in-memory network (memListener), for a
+// test that runs in a testing/synctest bubble, where time is the bubble's fake
+// clock: the pool's timers, the server's deadlines and the test's sleeps.
+func newMemHarness(t *testing.T, cfg Config, handler func(*rawConn)) *harness {
+	t.Helper()
+	return harnessOn(t, newMemServer(handler), cfg)
+}
+
+func harnessOn(t *testing.T, srv *rawServer, cfg Config) *harness {
+	t.Helper()
+	h := &harness{t: t, srv: srv}
+	t.Cleanup(h.srv.Close) // after the client's Close: cleanups run last-in first-out
 	if cfg.MaxConnsPerRoute == 0 {
 		cfg.MaxConnsPerRoute = 2
 	}
@@ -198,24 +222,16 @@ func newHarness(t *testing.T, cfg Config, handler func(*rawConn)) *harness {
 	if cfg.DialContext == nil {
 		cfg.DialContext = h.dial
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.c, h.cfg = c, cfg
-	t.Cleanup(func() {
-		c.Close()
-		h.srv.Close()
-	})
+	h.c, h.cfg = newClient(t, cfg), cfg
 	return h
 }
 
 func (h *harness) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
+	dial := (&net.Dialer{}).DialContext
+	if h.srv.mem != nil {
+		dial = h.srv.mem.dial
+	}
+	nc, err := dial(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -320,11 +336,6 @@ func wantLog(t *testing.T, got []string, want ...string) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("server saw %q, want %q", got, want)
 	}
-}
-
-// quietLogger logs warnings and errors only (protoactor logs every system start).
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // clip shortens s for failure messages.

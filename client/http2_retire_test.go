@@ -85,9 +85,9 @@ func TestAnHTTP2ConnectionAtMaxRequestsPerConnTakesNoNewStream(t *testing.T) {
 		second = append(second, fmt.Sprintf("b%d", i))
 	}
 	errsA := sendHeld(t, c, srv.URL, first...)
-	waitUntil(t, "10 streams at the server", func() bool { return l.g.arrived.Load() == limit })
+	waitFor(t, "10 streams at the server", func() bool { return l.g.arrived.Load() == limit })
 	errsB := sendHeld(t, c, srv.URL, second...)
-	waitUntil(t, "15 streams at the server", func() bool { return l.g.arrived.Load() == limit+5 })
+	waitFor(t, "15 streams at the server", func() bool { return l.g.arrived.Load() == limit+5 })
 	a, b := l.conn("/held/a0"), l.conn("/held/b0")
 	for _, name := range second {
 		if got := l.conn("/held/" + name); got == a || got != b {
@@ -115,45 +115,49 @@ func TestAnHTTP2ConnectionAtMaxRequestsPerConnTakesNoNewStream(t *testing.T) {
 
 // An HTTP/2 connection past its MaxLifetime takes no new stream: one that
 // carries streams drains (new requests go to another connection) and closes
-// when its last stream ends; an idle one is not used again.
+// when its last stream ends; an idle one is not used again. The lifetimes
+// pass on the fake clock of a testing/synctest bubble, over the in-memory
+// network.
 func TestAnHTTP2ConnectionPastItsLifetimeTakesNoNewStream(t *testing.T) {
-	const lifetime = 300 * time.Millisecond
-	l := newConnLog()
-	srv := newH2Server(t, 0, l.handler)
-	c := srv.client(t, Config{MaxLifetime: lifetime})
+	inBubble(t, func(t *testing.T) {
+		const lifetime = 300 * time.Millisecond
+		l := newConnLog()
+		srv := newMemH2Server(t, 0, l.handler)
+		c := srv.client(t, Config{MaxLifetime: lifetime})
 
-	// Streams in flight on a connection that outlives its lifetime.
-	start := time.Now()
-	errsA := sendHeld(t, c, srv.URL, "a0", "a1", "a2")
-	waitUntil(t, "3 streams at the server", func() bool { return l.g.arrived.Load() == 3 })
-	time.Sleep(lifetime - time.Since(start) + 50*time.Millisecond) // its lifetime passes
-	errsB := sendHeld(t, c, srv.URL, "b0", "b1")
-	waitUntil(t, "5 streams at the server", func() bool { return l.g.arrived.Load() == 5 })
-	a, b := l.conn("/held/a0"), l.conn("/held/b0")
-	if a == b || l.conn("/held/b1") != b {
-		t.Errorf("requests after the lifetime on %s and %s, the old connection is %s: want a new one",
-			b, l.conn("/held/b1"), a)
-	}
-	close(l.g.open)
-	drain(t, errsA, 3)
-	drain(t, errsB, 2)
-	st := waitSettled(t, c)
-	if r := st.Routes[0]; r.ClosedBy["lifetime"] != 1 || st.Open != 1 {
-		t.Errorf("closed by %v, %d open: want the old connection closed for its lifetime and the new one open", r.ClosedBy, st.Open)
-	}
+		// Streams in flight on a connection that outlives its lifetime.
+		start := time.Now()
+		errsA := sendHeld(t, c, srv.URL, "a0", "a1", "a2")
+		waitFor(t, "3 streams at the server", func() bool { return l.g.arrived.Load() == 3 })
+		time.Sleep(lifetime - time.Since(start) + 50*time.Millisecond) // its lifetime passes
+		errsB := sendHeld(t, c, srv.URL, "b0", "b1")
+		waitFor(t, "5 streams at the server", func() bool { return l.g.arrived.Load() == 5 })
+		a, b := l.conn("/held/a0"), l.conn("/held/b0")
+		if a == b || l.conn("/held/b1") != b {
+			t.Errorf("requests after the lifetime on %s and %s, the old connection is %s: want a new one",
+				b, l.conn("/held/b1"), a)
+		}
+		close(l.g.open)
+		drain(t, errsA, 3)
+		drain(t, errsB, 2)
+		st := waitSettled(t, c)
+		if r := st.Routes[0]; r.ClosedBy["lifetime"] != 1 || st.Open != 1 {
+			t.Errorf("closed by %v, %d open: want the old connection closed for its lifetime and the new one open", r.ClosedBy, st.Open)
+		}
 
-	// An idle connection past its lifetime.
-	idleSince := time.Now()
-	time.Sleep(lifetime - time.Since(idleSince) + 50*time.Millisecond) // b, made before, is past its lifetime
-	if got := get(t, c, srv.URL+"/c"); got != "ok /c" {
-		t.Fatal(got)
-	}
-	if got := l.conn("/c"); got == b || got == a {
-		t.Errorf("a request after the idle connection's lifetime used it (%s)", got)
-	}
-	st = waitSettled(t, c)
-	if r := st.Routes[0]; r.ClosedBy["lifetime"] != 2 || st.Open != 1 || srv.conns.Load() != 3 {
-		t.Errorf("closed by %v, %d open, %d connections at the server: want 2 closed for their lifetime, 1 open, 3 in all",
-			r.ClosedBy, st.Open, srv.conns.Load())
-	}
+		// An idle connection past its lifetime.
+		idleSince := time.Now()
+		time.Sleep(lifetime - time.Since(idleSince) + 50*time.Millisecond) // b, made before, is past its lifetime
+		if got := get(t, c, srv.URL+"/c"); got != "ok /c" {
+			t.Fatal(got)
+		}
+		if got := l.conn("/c"); got == b || got == a {
+			t.Errorf("a request after the idle connection's lifetime used it (%s)", got)
+		}
+		st = waitSettled(t, c)
+		if r := st.Routes[0]; r.ClosedBy["lifetime"] != 2 || st.Open != 1 || srv.conns.Load() != 3 {
+			t.Errorf("closed by %v, %d open, %d connections at the server: want 2 closed for their lifetime, 1 open, 3 in all",
+				r.ClosedBy, st.Open, srv.conns.Load())
+		}
+	})
 }

@@ -89,28 +89,32 @@ func TestPostWithIdempotencyKeyIsRetried(t *testing.T) {
 
 // The server closes each connection 50ms after answering; a request 300ms later
 // must find that out before writing: the idle watch removed the connection.
+// (On the in-memory network, in a testing/synctest bubble: the watch is the
+// only way to find out, and the waits take no real time.)
 func TestServerClosingIdleConnectionIsNoticedBeforeReuse(t *testing.T) {
-	h := newHarness(t, Config{}, func(c *rawConn) {
-		if _, _, err := c.readRequest(); err != nil {
-			return
+	inBubble(t, func(t *testing.T) {
+		h := newMemHarness(t, Config{}, func(c *rawConn) {
+			if _, _, err := c.readRequest(); err != nil {
+				return
+			}
+			c.write(okResponse)
+			time.Sleep(50 * time.Millisecond) // the server's timing is the subject
+		})
+		h.mustGet("/1", "ok")
+		time.Sleep(300 * time.Millisecond)
+		var tl traceLog
+		if _, body, err := h.do(tl.traced(h.newRequest("GET", "/2", nil))); err != nil || body != "ok" {
+			t.Fatalf("GET /2: %q, %v", body, err)
 		}
-		c.write(okResponse)
-		time.Sleep(50 * time.Millisecond) // the server's timing is the subject
+		if gc := tl.conns(); len(gc) != 1 || gc[0].Reused {
+			t.Errorf("GotConn: %+v; want one, on a new connection", gc)
+		}
+		wantLog(t, h.srv.requestLog(), "c1 GET /1", "c2 GET /2")
+		if n := h.closedBy("server_close"); n != 1 {
+			t.Errorf("closed after the server's close: %d, want 1 (%+v)", n, h.c.Stats().Routes)
+		}
+		h.settle()
 	})
-	h.mustGet("/1", "ok")
-	time.Sleep(300 * time.Millisecond)
-	var tl traceLog
-	if _, body, err := h.do(tl.traced(h.newRequest("GET", "/2", nil))); err != nil || body != "ok" {
-		t.Fatalf("GET /2: %q, %v", body, err)
-	}
-	if gc := tl.conns(); len(gc) != 1 || gc[0].Reused {
-		t.Errorf("GotConn: %+v; want one, on a new connection", gc)
-	}
-	wantLog(t, h.srv.requestLog(), "c1 GET /1", "c2 GET /2")
-	if n := h.closedBy("server_close"); n != 1 {
-		t.Errorf("closed after the server's close: %d, want 1 (%+v)", n, h.c.Stats().Routes)
-	}
-	h.settle()
 }
 
 func TestGarbageStatusLineDiscardsConnection(t *testing.T) {
@@ -216,79 +220,6 @@ func TestResponseHeaderTimeoutIsATimeoutWithUnknownOutcome(t *testing.T) {
 	h.settle()
 }
 
-// Wrapped errors keep their cause: a reset connection is a *net.OpError, a
-// refused dial too, each classified.
-func TestErrorsKeepTheirCause(t *testing.T) {
-	t.Run("reset after the request", func(t *testing.T) {
-		h := newHarness(t, Config{}, func(c *rawConn) {
-			if _, _, err := c.readRequest(); err != nil {
-				return
-			}
-			c.Conn.(*net.TCPConn).SetLinger(0) // the handler's return closes with RST
-		})
-		_, _, err := h.do(h.newRequest("GET", "/reset", nil))
-		var op *net.OpError
-		var ee *ExchangeError
-		if !errors.As(err, &op) || !errors.As(err, &ee) || !errors.Is(err, ErrOutcomeUnknown) {
-			t.Fatalf("reset: %v (%T); want *net.OpError inside an ExchangeError, outcome unknown", err, err)
-		}
-		h.settle()
-	})
-	t.Run("refused dial", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close() // nothing listens there now
-		c, err := New(Config{Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
-		_, err = c.RoundTrip(req)
-		var op *net.OpError
-		var ee *ExchangeError
-		if !errors.As(err, &op) || !errors.As(err, &ee) || ee.Op != "dial" || !errors.Is(err, ErrNotSent) {
-			t.Fatalf("refused dial: %v; want *net.OpError in a dial ExchangeError, not sent", err)
-		}
-	})
-	t.Run("context ended while waiting for a connection", func(t *testing.T) {
-		h := newHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1}, func(c *rawConn) {
-			c.serve(func(int, *http.Request) string { return okResponse })
-		})
-		resp, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil)) // holds the only connection
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		_, err = h.c.RoundTrip(h.newRequest("GET", "/wait", nil).WithContext(ctx))
-		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotSent) {
-			t.Fatalf("lease wait past the deadline: %v; want DeadlineExceeded, not sent", err)
-		}
-		resp.Body.Close()
-		h.settle()
-	})
-	t.Run("lease timeout", func(t *testing.T) {
-		h := newHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 50 * time.Millisecond}, func(c *rawConn) {
-			c.serve(func(int, *http.Request) string { return okResponse })
-		})
-		resp, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = h.c.RoundTrip(h.newRequest("GET", "/wait", nil))
-		var ne net.Error
-		if !errors.Is(err, ErrLeaseTimeout) || !errors.Is(err, ErrNotSent) || !errors.As(err, &ne) || !ne.Timeout() {
-			t.Fatalf("lease timeout: %v; want ErrLeaseTimeout, a timeout, not sent", err)
-		}
-		resp.Body.Close()
-		h.settle()
-	})
-}
-
 // A request on a fresh connection is never retried, even when idempotent.
 func TestRequestOnNewConnectionIsNotRetried(t *testing.T) {
 	h := newHarness(t, Config{}, func(c *rawConn) {
@@ -341,50 +272,53 @@ func TestCanceledContextInterruptsBodyRead(t *testing.T) {
 // connection after longer than LeaseTimeout, and is replayed, waits for the
 // replay's new connection with a LeaseTimeout of its own. (The timer used to
 // start at the first wait and run through the exchange, so the replay's wait
-// found it expired and failed at once with ErrLeaseTimeout.)
+// found it expired and failed at once with ErrLeaseTimeout.) The waits run on
+// the fake clock of a testing/synctest bubble.
 func TestLeaseTimeoutBoundsEachWaitNotTheRequest(t *testing.T) {
-	var h *harness
-	var dials atomic.Int32
-	slowDial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) > 1 {
-			time.Sleep(50 * time.Millisecond) // the replay's connection takes a moment: its lease waits
+	inBubble(t, func(t *testing.T) {
+		var h *harness
+		var dials atomic.Int32
+		slowDial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) > 1 {
+				time.Sleep(50 * time.Millisecond) // the replay's connection takes a moment: its lease waits
+			}
+			return h.dial(ctx, network, addr)
 		}
-		return h.dial(ctx, network, addr)
-	}
-	h = newHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 300 * time.Millisecond, DialContext: slowDial},
-		func(c *rawConn) {
-			if c.id > 1 {
-				c.serve(func(int, *http.Request) string { return okResponse })
-				return
-			}
-			if _, _, err := c.readRequest(); err != nil || c.write(okResponse) != nil { // /hold
-				return
-			}
-			if _, _, err := c.readRequest(); err != nil { // /slow: longer than LeaseTimeout, then no answer
-				return
-			}
-			time.Sleep(400 * time.Millisecond)
-		})
-	held, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type result struct {
-		body string
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() { // owned by the test: ends with the request
-		_, body, err := h.do(h.newRequest("GET", "/slow", nil))
-		done <- result{body, err}
-	}()
-	waitFor(t, "the second request waiting for the connection", func() bool { return h.c.Stats().Pending == 1 })
-	time.Sleep(100 * time.Millisecond) // it waits a while: LeaseTimeout's clock runs
-	held.Body.Close()
-	r := <-done
-	if r.err != nil || r.body != "ok" {
-		t.Fatalf("GET /slow: %q, %v; want ok, replayed on a new connection within a LeaseTimeout of its own", r.body, r.err)
-	}
-	wantLog(t, h.srv.requestLog(), "c1 GET /hold", "c1 GET /slow", "c2 GET /slow")
-	h.settle()
+		h = newMemHarness(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, LeaseTimeout: 300 * time.Millisecond, DialContext: slowDial},
+			func(c *rawConn) {
+				if c.id > 1 {
+					c.serve(func(int, *http.Request) string { return okResponse })
+					return
+				}
+				if _, _, err := c.readRequest(); err != nil || c.write(okResponse) != nil { // /hold
+					return
+				}
+				if _, _, err := c.readRequest(); err != nil { // /slow: longer than LeaseTimeout, then no answer
+					return
+				}
+				time.Sleep(400 * time.Millisecond)
+			})
+		held, err := h.c.RoundTrip(h.newRequest("GET", "/hold", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			body string
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() { // owned by the test: ends with the request
+			_, body, err := h.do(h.newRequest("GET", "/slow", nil))
+			done <- result{body, err}
+		}()
+		waitFor(t, "the second request waiting for the connection", func() bool { return h.c.Stats().Pending == 1 })
+		time.Sleep(100 * time.Millisecond) // it waits a while: LeaseTimeout's clock runs
+		held.Body.Close()
+		r := <-done
+		if r.err != nil || r.body != "ok" {
+			t.Fatalf("GET /slow: %q, %v; want ok, replayed on a new connection within a LeaseTimeout of its own", r.body, r.err)
+		}
+		wantLog(t, h.srv.requestLog(), "c1 GET /hold", "c1 GET /slow", "c2 GET /slow")
+		h.settle()
+	})
 }

@@ -20,6 +20,7 @@ import (
 // connections it accepts and the requests running at once.
 type h2Server struct {
 	*httptest.Server
+	mem              *memListener // the server's listener, when it is in memory
 	conns            atomic.Int64
 	running, maxRuns atomic.Int64
 	roots            *x509.CertPool
@@ -27,7 +28,18 @@ type h2Server struct {
 
 func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server {
 	t.Helper()
-	s := &h2Server{}
+	return startH2Server(t, &h2Server{}, maxStreams, h)
+}
+
+// newMemH2Server is newH2Server on an in-memory listener, for a test in a
+// testing/synctest bubble; its client dials through the listener.
+func newMemH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server {
+	t.Helper()
+	return startH2Server(t, &h2Server{mem: newMemListener()}, maxStreams, h)
+}
+
+func startH2Server(t *testing.T, s *h2Server, maxStreams uint32, h http.HandlerFunc) *h2Server {
+	t.Helper()
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := s.running.Add(1)
 		defer s.running.Add(-1)
@@ -52,6 +64,9 @@ func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server 
 			s.conns.Add(1)
 		}
 	}
+	if s.mem != nil {
+		s.Listener = s.mem
+	}
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	s.roots = x509.NewCertPool()
@@ -62,7 +77,10 @@ func newH2Server(t *testing.T, maxStreams uint32, h http.HandlerFunc) *h2Server 
 func (s *h2Server) client(t *testing.T, cfg Config) *Client {
 	t.Helper()
 	cfg.TLSConfig = &tls.Config{RootCAs: s.roots}
-	return newTestClient(t, cfg)
+	if s.mem != nil {
+		cfg.DialContext = s.mem.dial
+	}
+	return newClient(t, cfg)
 }
 
 // gate holds requests until released, counting those that arrived.
@@ -120,7 +138,7 @@ func TestHundredConcurrentRequestsShareOneHTTP2Connection(t *testing.T) {
 	srv := newH2Server(t, 0, g.handler)
 	c := srv.client(t, Config{})
 	errs := getAll(t, c, srv.URL, 100)
-	waitUntil(t, "100 requests running at the server", func() bool { return g.arrived.Load() == 100 })
+	waitFor(t, "100 requests running at the server", func() bool { return g.arrived.Load() == 100 })
 	st := c.Stats()
 	if st.Open != 1 || st.Streams != 100 || st.Leased != 1 || st.Routes[0].Streams != 100 {
 		t.Fatalf("stats with 100 streams: open %d streams %d leased %d", st.Open, st.Streams, st.Leased)
@@ -130,7 +148,7 @@ func TestHundredConcurrentRequestsShareOneHTTP2Connection(t *testing.T) {
 	if n := srv.conns.Load(); n != 1 {
 		t.Fatalf("server saw %d connections", n)
 	}
-	waitUntil(t, "the connection idle", func() bool { st := c.Stats(); return st.Idle == 1 && st.Streams == 0 })
+	waitFor(t, "the connection idle", func() bool { st := c.Stats(); return st.Idle == 1 && st.Streams == 0 })
 }
 
 // A server that takes 4 streams per connection: 20 blocked requests open 5
@@ -151,7 +169,7 @@ func TestAFourStreamServerGetsMoreConnectionsOrOneInStrictMode(t *testing.T) {
 			if strict {
 				want = 4 // one connection's 4 streams; 16 wait
 			}
-			waitUntil(t, "the streams the server allows, the others queued", func() bool {
+			waitFor(t, "the streams the server allows, the others queued", func() bool {
 				return g.arrived.Load() == want && c.Stats().Pending == 20-int(want)
 			})
 			st := c.Stats()
@@ -189,7 +207,7 @@ func TestMaxConnsPerRouteCapsHTTP2ConnectionsAndQueuesInOrder(t *testing.T) {
 	c := srv.client(t, Config{MaxConnsPerRoute: 2})
 	get(t, c, srv.URL+"/warm")
 	errs := getAll(t, c, srv.URL, 4) // fills 2 connections x 2 streams
-	waitUntil(t, "4 streams running", func() bool { return g.arrived.Load() == 4 })
+	waitFor(t, "4 streams running", func() bool { return g.arrived.Load() == 4 })
 	queued := make(chan error, 5)
 	for i := 0; i < 5; i++ {
 		go func(i int) {
@@ -200,7 +218,7 @@ func TestMaxConnsPerRouteCapsHTTP2ConnectionsAndQueuesInOrder(t *testing.T) {
 			}
 			queued <- err
 		}(i)
-		waitUntil(t, "the request queued", func() bool { return c.Stats().Pending == i+1 })
+		waitFor(t, "the request queued", func() bool { return c.Stats().Pending == i+1 })
 	}
 	if st := c.Stats(); st.Open != 2 {
 		t.Fatalf("%d connections with MaxConnsPerRoute 2", st.Open)
@@ -323,7 +341,7 @@ func TestAnIdleHTTP2ConnectionIsEvictedForAnotherRoute(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(a.Certificate())
 	pool.AddCert(b.Certificate())
-	c := newTestClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, TLSConfig: &tls.Config{RootCAs: pool}})
+	c := newClient(t, Config{MaxConnsPerRoute: 1, MaxConnsTotal: 1, TLSConfig: &tls.Config{RootCAs: pool}})
 	get(t, c, a.URL)
 	if got := get(t, c, b.URL); got != "ok b" {
 		t.Fatal(got)
@@ -367,7 +385,7 @@ func TestProtocolsChooseBetweenHTTP1AndHTTP2(t *testing.T) {
 		protocols *http.Protocols
 		want      string
 	}{{nil, "HTTP/2.0"}, {&h1, "HTTP/1.1"}} {
-		c := newTestClient(t, Config{Protocols: tc.protocols, TLSConfig: &tls.Config{RootCAs: roots}})
+		c := newClient(t, Config{Protocols: tc.protocols, TLSConfig: &tls.Config{RootCAs: roots}})
 		if got := get(t, c, srv.URL); got != tc.want {
 			t.Fatalf("Protocols %v: %s, want %s", tc.protocols, got, tc.want)
 		}
@@ -385,7 +403,7 @@ func TestH2CWithPriorKnowledge(t *testing.T) {
 	srv.Config.Protocols = &p
 	srv.Start()
 	t.Cleanup(srv.Close)
-	c := newTestClient(t, Config{Protocols: &p})
+	c := newClient(t, Config{Protocols: &p})
 	for i := 0; i < 3; i++ {
 		if got := get(t, c, srv.URL); got != "HTTP/2.0" {
 			t.Fatalf("h2c: %s", got)
@@ -405,12 +423,64 @@ func TestAbortingAStreamLeavesTheConnection(t *testing.T) {
 	get(t, c, srv.URL+"/warm")
 	errs := getAll(t, c, srv.URL, 3)
 	h := c.Send(newGet(t, srv.URL+"/aborted"), nil)
-	waitUntil(t, "4 streams", func() bool { return g.arrived.Load() == 4 })
+	waitFor(t, "4 streams", func() bool { return g.arrived.Load() == 4 })
 	h.Abort()
 	close(g.open)
 	drain(t, errs, 3)
 	if n := srv.conns.Load(); n != 1 {
 		t.Fatalf("server saw %d connections", n)
 	}
-	waitUntil(t, "one idle connection", func() bool { st := c.Stats(); return st.Open == 1 && st.Idle == 1 })
+	waitFor(t, "one idle connection", func() bool { st := c.Stats(); return st.Open == 1 && st.Idle == 1 })
+}
+
+// h2Load sends n requests to base+"/r<i>" from callers goroutines (odd i are
+// POSTs with a body when post is set, GETs otherwise) and checks that each
+// answer is "ok /r<i>" over HTTP/2. It returns how many failed, reporting the
+// first few.
+func h2Load(t *testing.T, c *Client, base string, n, callers int, post bool) int64 {
+	t.Helper()
+	var next, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() { // owned by wg
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if err := h2Request(c, base, i, post && i%2 == 1); err != nil && failed.Add(1) <= 5 {
+					t.Errorf("request %d: %v", i, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return failed.Load()
+}
+
+func h2Request(c *Client, base string, i int64, post bool) error {
+	path := fmt.Sprintf("/r%d", i)
+	method, body := http.MethodGet, io.Reader(nil)
+	if post {
+		method, body = http.MethodPost, strings.NewReader("a body of the request "+path)
+	}
+	req, err := http.NewRequest(method, base+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return err
+	case resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || string(b) != "ok "+path:
+		return fmt.Errorf("%s %s: %s %d %q", method, path, resp.Proto, resp.StatusCode, b)
+	}
+	return nil
 }

@@ -112,27 +112,30 @@ func TestHTTP10ResponseWithKeepAliveIsReused(t *testing.T) {
 // The server announces "Keep-Alive: timeout=1" but never closes: the pool must
 // retire the connection itself a little before the second is up, both when a
 // request comes after that time and when none comes at all (the expiry tick).
+// The bubble's fake clock (testing/synctest) makes the waits instant.
 func TestKeepAliveTimeoutRetiresIdleConnection(t *testing.T) {
-	h := newHarness(t, Config{}, func(c *rawConn) {
-		c.serve(func(int, *http.Request) string {
-			return "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1, max=100\r\nContent-Length: 2\r\n\r\nok"
+	inBubble(t, func(t *testing.T) {
+		h := newMemHarness(t, Config{}, func(c *rawConn) {
+			c.serve(func(int, *http.Request) string {
+				return "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1, max=100\r\nContent-Length: 2\r\n\r\nok"
+			})
 		})
+		h.mustGet("/1", "ok")
+		time.Sleep(300 * time.Millisecond) // well within the server's second
+		h.mustGet("/2", "ok")
+		time.Sleep(950 * time.Millisecond) // past 0.9s: the pool's cap for timeout=1
+		h.mustGet("/3", "ok")
+		wantLog(t, h.srv.requestLog(), "c1 GET /1", "c1 GET /2", "c2 GET /3")
+		if n := h.closedBy("keepalive_timeout"); n != 1 {
+			t.Errorf("closed for keep-alive timeout: %d, want 1", n)
+		}
+		// No further request: the expiry tick closes the second connection too.
+		waitFor(t, "the idle connection to be retired", func() bool { return h.closedBy("keepalive_timeout") == 2 })
+		if st := h.c.Stats(); st.Idle != 0 || st.Open != 0 {
+			t.Errorf("after keep-alive expiry: %d idle, %d open", st.Idle, st.Open)
+		}
+		h.settle()
 	})
-	h.mustGet("/1", "ok")
-	time.Sleep(300 * time.Millisecond) // well within the server's second
-	h.mustGet("/2", "ok")
-	time.Sleep(950 * time.Millisecond) // past 0.9s: the pool's cap for timeout=1
-	h.mustGet("/3", "ok")
-	wantLog(t, h.srv.requestLog(), "c1 GET /1", "c1 GET /2", "c2 GET /3")
-	if n := h.closedBy("keepalive_timeout"); n != 1 {
-		t.Errorf("closed for keep-alive timeout: %d, want 1", n)
-	}
-	// No further request: the expiry tick closes the second connection too.
-	waitFor(t, "the idle connection to be retired", func() bool { return h.closedBy("keepalive_timeout") == 2 })
-	if st := h.c.Stats(); st.Idle != 0 || st.Open != 0 {
-		t.Errorf("after keep-alive expiry: %d idle, %d open", st.Idle, st.Open)
-	}
-	h.settle()
 }
 
 func TestBodyDelimitedByCloseIsReadToEOFAndNotReused(t *testing.T) {
