@@ -29,6 +29,9 @@ type epFixture struct {
 	res *loopbacks.Resolver
 	p   *Pool
 	url string // http://svc.test:port
+	// do sends a request: through p, or net/http's Transport for the
+	// fixture that compares with it (newNetHTTPFixture).
+	do func(*http.Request) (*http.Response, error)
 
 	gates sync.Map // "/hold/N" -> chan struct{}: closed to answer batch N
 	batch atomic.Int64
@@ -37,6 +40,19 @@ type epFixture struct {
 // newEPFixture serves on addrs, sets the resolver to them and starts a pool
 // with cfg (DNSRefresh 20ms unless set).
 func newEPFixture(t *testing.T, cfg PoolConfig, opt loopbacks.Options, addrs ...netip.Addr) *epFixture {
+	t.Helper()
+	f := startEPServer(t, opt, addrs...)
+	cfg.Resolver = f.res
+	if cfg.DNSRefresh == 0 {
+		cfg.DNSRefresh = 20 * time.Millisecond
+	}
+	f.p = newTestPool(t, cfg)
+	f.do = func(req *http.Request) (*http.Response, error) { return roundTrip(f.p, req) }
+	return f
+}
+
+// startEPServer serves on addrs and sets the resolver to them.
+func startEPServer(t *testing.T, opt loopbacks.Options, addrs ...netip.Addr) *epFixture {
 	t.Helper()
 	if !loopbacks.Available() {
 		t.Skip("SKIPPED: this machine cannot listen on 127.0.0.2 (Linux routes all of 127.0.0.0/8 to loopback; elsewhere, add the addresses)")
@@ -54,11 +70,6 @@ func newEPFixture(t *testing.T, cfg PoolConfig, opt loopbacks.Options, addrs ...
 		scheme = "https"
 	}
 	f.url = fmt.Sprintf("%s://svc.test:%d", scheme, srv.Port())
-	cfg.Resolver = f.res
-	if cfg.DNSRefresh == 0 {
-		cfg.DNSRefresh = 20 * time.Millisecond
-	}
-	f.p = newTestPool(t, cfg)
 	t.Cleanup(func() { f.gates.Range(func(_, ch any) bool { closeOnce(ch.(chan struct{})); return true }) })
 	return f
 }
@@ -130,7 +141,7 @@ func (f *epFixture) get(path string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := roundTrip(f.p, req)
+	resp, err := f.do(req)
 	if err != nil {
 		return err
 	}

@@ -145,7 +145,9 @@ func (s *Server) serve(a netip.Addr, ln net.Listener) {
 				s.update(a, func(c *Counts) { c.Closed++ })
 			}
 		},
-		TLSConfig: s.opt.TLS,
+	}
+	if s.opt.TLS != nil {
+		srv.TLSConfig = s.opt.TLS.Clone() // ServeTLS adds its protocols to it
 	}
 	if s.opt.H2C {
 		srv.Protocols = new(http.Protocols)
