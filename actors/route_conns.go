@@ -101,7 +101,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.refreshH2(h)
 	}
 	r.opened++
-	r.tel.ConnOpened(r.name, cs.id, m.Took)
+	r.tel.ConnOpened(r.name, cs.id, cs.peer, m.Took)
 	r.available(ctx, cs, r.clock())
 }
 
@@ -111,7 +111,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 	r.dialFailures++
 	if r.endpointDialFailed(ctx, cs, m) { // another address remains: the waiters get a dial there
-		r.tel.DialFailed(r.name, m.Err, m.Took)
+		r.tel.DialFailed(r.name, dialPeer(m), m.Err, m.Took)
 		r.closeConn(ctx, cs, route.ReasonDialFailed)
 		return
 	}
@@ -119,7 +119,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 		r.dialsFailing = true
 		r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
 	}
-	r.tel.DialFailed(r.name, m.Err, m.Took)
+	r.tel.DialFailed(r.name, dialPeer(m), m.Err, m.Took)
 	r.closeConn(ctx, cs, route.ReasonDialFailed) // counts the dial out of r.dialing
 	now := r.clock()
 	if r.breaker.dialFailed(now, r.rand()) {
@@ -233,7 +233,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 		now := r.clock()
 		age := now.Sub(cs.created)
 		r.recentCloses.add(route.ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
-		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
+		r.tel.ConnClosed(r.name, cs.id, cs.peer, string(reason), age, cs.served)
 	}
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
 }

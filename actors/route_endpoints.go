@@ -157,6 +157,16 @@ func (r *Route) endpointDialFailed(ctx actor.Context, cs *connState, m *conn.Dia
 	return set.usable(now)
 }
 
+// dialPeer is the address a failed dial went to, for telemetry: where its
+// TCP connection went before a later step failed, or the endpoint that
+// refused it; zero for a dial by name that connected nowhere.
+func dialPeer(m *conn.Dialed) netip.AddrPort {
+	if m.Peer.IsValid() {
+		return m.Peer
+	}
+	return m.Failed.Primary
+}
+
 // endpointClosed counts out a closed connection (or failed dial) of its
 // endpoint.
 func (r *Route) endpointClosed(cs *connState) {

@@ -35,9 +35,10 @@ type Dialed struct {
 	// Peer is the address the TCP connection went to (the target's, or the
 	// proxy's): the endpoint of DialRequest.To that connected, or the
 	// socket's remote address on a dial by name (zero when it is not a TCP
-	// address). Failed names the endpoints of To whose TCP connect failed
-	// (refused, unreachable, timed out), success or not: a TLS or proxy
-	// failure after the connect is none of theirs.
+	// address, or nothing connected; set when a later step, TLS or a
+	// proxy's answer, failed). Failed names the endpoints of To whose TCP
+	// connect failed (refused, unreachable, timed out), success or not: a
+	// TLS or proxy failure after the connect is none of theirs.
 	Peer   netip.AddrPort
 	Failed Endpoints
 }
@@ -179,9 +180,8 @@ type dialResult struct {
 // dial's outcome and times and, when it succeeded, its socket nc and that
 // socket's TLS state.
 func (m *dialResult) report(id uint64, err error, nc net.Conn) *Dialed {
-	m.dialed = Dialed{ID: id, Err: err, Took: m.took, Failed: m.failed}
+	m.dialed = Dialed{ID: id, Err: err, Took: m.took, Peer: m.peer, Failed: m.failed}
 	if err == nil {
-		m.dialed.Peer = m.peer
 		m.dialed.Connect, m.dialed.TLS = m.connect, m.tls
 		m.dialed.NetConn, m.dialed.TLSState = nc, tlsState(nc)
 	}
