@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,5 +221,32 @@ func TestAnAnswerChangeFailsNothingNetHTTPWouldNot(t *testing.T) {
 	}
 	if n := ours.srv.Counts()[addrs[0]].Open(); n != 0 {
 		t.Errorf("%d connections left to the dropped address", n)
+	}
+}
+
+// errLookup is the resolver's failure in the tests that script one.
+var errLookup = errors.New("lookup failed (test)")
+
+// While a host's first lookup has failed, its route dials by name, through the
+// resolver as net/http's dialer would: a request fails with the lookup's error,
+// wrapped as a dial error. Once a lookup succeeds, the route has endpoints.
+func TestBeforeAGoodLookupARouteDialsByName(t *testing.T) {
+	a := loopbacks.Addr(2)
+	f := newEPFixture(t, PoolConfig{}, loopbacks.Options{}, a)
+	f.res.Fail(errLookup)
+	err := f.get("/")
+	var op *net.OpError
+	if !errors.Is(err, errLookup) || !errors.As(err, &op) || op.Op != "dial" {
+		t.Fatalf("GET while lookups fail: %v, want a dial error around the lookup's", err)
+	}
+	if st := f.route(); len(st.Endpoints) != 0 || !strings.Contains(st.ResolveErr, errLookup.Error()) {
+		t.Fatalf("route %+v, want no endpoint and the lookup's error", st)
+	}
+	f.resolved(a)
+	if err := f.get("/"); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := f.endpoint(a); !ok || e.Dials != 1 || e.Open != 1 {
+		t.Fatalf("endpoint %+v, want its one connection", e)
 	}
 }
