@@ -101,53 +101,40 @@ func TestARefusedEndpointIsNamedFailed(t *testing.T) {
 }
 
 // Happy Eyeballs, as net.Dialer: a primary that fails makes the fallback start
-// at once, which connects; the primary alone is named failed.
-func TestAFailedPrimaryStartsTheFallbackAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeNet()
-		defer f.close()
-		f.refuse[v6.String()] = true
-		start := time.Now()
-		var dl dialLog
-		dl.to = Endpoints{Primary: v6, Fallback: v4}
-		nc, err := dialTCP(context.Background(), "svc.test:443", &Options{DialContext: f.dial}, &dl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.Close()
-		if d := time.Since(start); d != 0 {
-			t.Fatalf("the fallback connected after %v of the bubble's clock, want at once", d)
-		}
-		if dl.peer != v4 || dl.failed != (Endpoints{Primary: v6}) {
-			t.Fatalf("peer %v failed %+v, want %v reached and only the primary failed", dl.peer, dl.failed, v4)
-		}
-	})
-}
-
-// A primary that hangs is raced by the fallback after FallbackDelay; the
-// fallback wins, the primary is cancelled and not named failed, and nothing
-// of the race outlives the dial (the bubble ends only when every goroutine
-// has).
-func TestAHangingPrimaryLosesToTheFallbackAfterTheDelay(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeNet()
-		defer f.close()
-		f.hang[v6.String()] = true
-		start := time.Now()
-		var dl dialLog
-		dl.to = Endpoints{Primary: v6, Fallback: v4}
-		nc, err := dialTCP(context.Background(), "svc.test:443", &Options{DialContext: f.dial}, &dl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc.Close()
-		if d := time.Since(start); d != FallbackDelay {
-			t.Fatalf("connected after %v of the bubble's clock, want FallbackDelay (%v)", d, FallbackDelay)
-		}
-		if dl.peer != v4 || dl.failed != (Endpoints{}) {
-			t.Fatalf("peer %v failed %+v, want %v reached and nothing failed", dl.peer, dl.failed, v4)
-		}
-	})
+// at once; one that hangs is raced by the fallback after FallbackDelay. The
+// fallback connects; only a primary that failed on its own is named failed
+// (one cancelled because the fallback won is not); and nothing of the race
+// outlives the dial (the bubble ends only when every goroutine has).
+func TestAPrimaryThatFailsOrHangsLosesToTheFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script func(*fakeNet)
+		after  time.Duration
+		failed Endpoints
+	}{
+		{"refused", func(f *fakeNet) { f.refuse[v6.String()] = true }, 0, Endpoints{Primary: v6}},
+		{"hanging", func(f *fakeNet) { f.hang[v6.String()] = true }, FallbackDelay, Endpoints{}},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFakeNet()
+			defer f.close()
+			tc.script(f)
+			start := time.Now()
+			var dl dialLog
+			dl.to = Endpoints{Primary: v6, Fallback: v4}
+			nc, err := dialTCP(context.Background(), "svc.test:443", &Options{DialContext: f.dial}, &dl)
+			if err != nil {
+				t.Fatalf("%s primary: %v", tc.name, err)
+			}
+			nc.Close()
+			if d := time.Since(start); d != tc.after {
+				t.Fatalf("%s primary: the fallback connected after %v of the bubble's clock, want %v", tc.name, d, tc.after)
+			}
+			if dl.peer != v4 || dl.failed != tc.failed {
+				t.Fatalf("%s primary: peer %v failed %+v, want %v reached and %+v failed", tc.name, dl.peer, dl.failed, v4, tc.failed)
+			}
+		})
+	}
 }
 
 // When both families fail, the error is the primary's and both are named.
