@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,51 +35,15 @@ func loopbackService(t *testing.T, addrs ...netip.Addr) (*loopbacks.Server, *loo
 	return srv, res, fmt.Sprintf("http://svc.test:%d/", srv.Port())
 }
 
-// getN sends n GETs of url at once and fails the test on any error.
-func getN(t *testing.T, c *Client, url string, n int) {
-	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		wg.Go(func() {
-			resp, err := c.RoundTrip(newGetReq(t, url))
-			if err == nil {
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func newGetReq(t *testing.T, url string) *http.Request {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
-}
-
 // The stats of a route to a host name name its addresses, in the resolver's
 // order, with the route's connections and dials to each, and its last lookup.
 func TestRouteStatsNameTheHostsAddresses(t *testing.T) {
 	addrs := loopbacks.Addrs(2, 3)
 	srv, res, url := loopbackService(t, addrs...)
-	c, err := New(Config{Resolver: res, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	getN(t, c, url, 1) // the route's first lookup
+	c := newClient(t, Config{Resolver: res})
+	get(t, c, url) // the route's first lookup
 	c.CloseIdleConnections()
-	getN(t, c, url, 1)
+	get(t, c, url)
 	st := c.Stats()
 	if len(st.Routes) != 1 {
 		t.Fatalf("routes %v", st.Routes)
@@ -108,13 +71,9 @@ func TestRouteStatsNameTheHostsAddresses(t *testing.T) {
 // Resolver, with no endpoints kept.
 func TestDNSRefreshMinusOneResolvesAtEveryDial(t *testing.T) {
 	_, res, url := loopbackService(t, loopbacks.Addr(2))
-	c, err := New(Config{Resolver: res, DNSRefresh: -1, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, Config{Resolver: res, DNSRefresh: -1})
 	for i := 1; i <= 3; i++ {
-		getN(t, c, url, 1)
+		get(t, c, url)
 		c.CloseIdleConnections()
 		if n := res.Lookups(); n != i {
 			t.Fatalf("%d lookups after %d dials, want one per dial", n, i)
@@ -146,29 +105,14 @@ func TestDialContextIsGivenTheHostNameOrTheChosenAddress(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, srv.AddrPort(loopbacks.Addr(2)).String())
 		}
-		c, err := New(Config{DialContext: dial, Resolver: tc.resolver, Logger: quietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		getN(t, c, url, 1)
+		c := newClient(t, Config{DialContext: dial, Resolver: tc.resolver})
+		get(t, c, url)
 		eps := c.Stats().Routes[0].Endpoints
-		c.Close()
 		if len(got) != 1 || got[0] != tc.want {
 			t.Errorf("%s: dialed %v, want %q", tc.name, got, tc.want)
 		}
 		if (len(eps) > 0) != (tc.resolver != nil) {
 			t.Errorf("%s: endpoints %+v", tc.name, eps)
 		}
-	}
-}
-
-// DNSRefresh below -1 is refused; 0 is the default.
-func TestDNSRefreshBelowMinusOneIsInvalid(t *testing.T) {
-	if _, err := New(Config{DNSRefresh: -2}); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "DNSRefresh") {
-		t.Fatalf("DNSRefresh -2: %v, want ErrInvalidConfig naming it", err)
-	}
-	cfg, err := Config{}.withDefaults()
-	if err != nil || cfg.DNSRefresh != DefaultDNSRefresh {
-		t.Fatalf("default DNSRefresh %v (%v), want %v", cfg.DNSRefresh, err, DefaultDNSRefresh)
 	}
 }
