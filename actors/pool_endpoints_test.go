@@ -2,12 +2,10 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -353,54 +351,4 @@ func TestAnAddressThatRefusesIsLeftAloneForItsBackOff(t *testing.T) {
 			t.Fatalf("requests failed: %v", errs)
 		}
 	}
-}
-
-// A lookup that fails, finds nothing or hangs keeps the last good set, shows
-// in the stats, and fails or delays no request, new connections included.
-func TestALookupThatFailsKeepsTheLastGoodSet(t *testing.T) {
-	a, b := loopbacks.Addr(2), loopbacks.Addr(3)
-	f := newEPFixture(t, PoolConfig{}, loopbacks.Options{}, a, b)
-	if err := f.get("/"); err != nil {
-		t.Fatal(err)
-	}
-	// keeps checks that the route keeps both addresses and the time of the
-	// last good lookup, and serves new connections there.
-	keeps := func(what string) time.Time {
-		t.Helper()
-		good := f.route().ResolvedAt
-		f.p.CloseIdle()
-		h := f.hold(4)
-		st := f.route()
-		if len(st.Endpoints) != 2 || st.Endpoints[0].Draining || st.Endpoints[1].Draining {
-			t.Fatalf("%s: endpoints %+v, want both kept", what, st.Endpoints)
-		}
-		if errs := h.release(); len(errs) > 0 {
-			t.Fatalf("%s: %v", what, errs)
-		}
-		if st := f.route(); st.ResolvedAt != good {
-			t.Fatalf("%s: resolved at %v, want the last good lookup's time %v", what, st.ResolvedAt, good)
-		}
-		return good
-	}
-	f.res.Fail(errors.New("SERVFAIL (test)"))
-	f.lookups(2)
-	good := keeps("a failed lookup")
-	if st := f.route(); !strings.Contains(st.ResolveErr, "SERVFAIL (test)") {
-		t.Fatalf("resolve error %q, want the lookup's", st.ResolveErr)
-	}
-	f.res.Set()
-	f.lookups(2)
-	keeps("a lookup that found nothing")
-	if st := f.route(); !strings.Contains(st.ResolveErr, "no address") {
-		t.Fatalf("resolve error %q, want no address", st.ResolveErr)
-	}
-
-	f.resolved(a, b)
-	st := f.route()
-	if st.ResolveErr != "" || !st.ResolvedAt.After(good) {
-		t.Fatalf("after a good lookup: error %q, resolved at %v", st.ResolveErr, st.ResolvedAt)
-	}
-	f.res.Hang()
-	f.lookups(1) // the lookups before it have ended, and the route heard of them
-	keeps("a lookup that hangs")
 }
