@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak dropin-baseline
+.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints dropin-baseline
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -97,6 +97,14 @@ SOAKFLAGS ?=
 SOAKBUILD ?=
 soak:
 	$(GO) run $(SOAKBUILD) ./cmd/soak $(SOAKFLAGS)
+
+## soak-endpoints: the rolling-restart soak at full length (test/endpoints):
+## five addresses behind one host name replaced one at a time under 64
+## callers, 10 s each; it fails on any failed request, a connection left to an
+## address that left, or a descriptor not given back. `make test` runs it at
+## 1 s a step.
+soak-endpoints:
+	$(GO) test -race -count=1 -v -run '^TestRollingRestart' ./test/endpoints -endpoints.phase=10s
 
 ## otelcol: build (once, cached) the OpenTelemetry Collector the OTLP export test runs
 otelcol:

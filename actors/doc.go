@@ -85,7 +85,24 @@
 // Everything else is an event, with no reply: LeaseCancelled, Released,
 // PermitReturned, ConnClosed, RoomWanted, ExpiryTicked, conn.WatchIdle,
 // conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted, conn.H2Closed,
-// and the fleet budget's shares. The end of a response body is told by a
+// the endpoints' EndpointsWatched, EndpointsUnwatched, EndpointsResolved and
+// ResolveSoon, and the fleet budget's shares.
+//
+// # Endpoints
+//
+// A route to a host name dials the addresses the host resolves to, which a
+// resolver actor per host (a child of the supervisor) keeps, off the request
+// path:
+//
+//	supervisor -> resolver  EndpointsWatched, when a route of the host starts
+//	                        (EndpointsUnwatched when it stops; the host's last
+//	                        route stops its resolver)
+//	resolver -> route       EndpointsResolved, after each lookup (every
+//	                        DNSRefresh): the set, or the last good one
+//	route -> resolver       ResolveSoon, when a dial fails to connect
+//
+// The route picks each dial's address (conn.DialRequest.To) from its
+// endpoint set and drains the addresses that leave it (endpoints.go). The end of a response body is told by a
 // callback (conn.Ender, h2.Ender) on the reader's goroutine, which releases
 // the lease with Released at once: no actor waits for it.
 package actors

@@ -49,6 +49,15 @@ type PoolConfig struct {
 	HTTP2                  *http.HTTP2Config
 	DisableCompression     bool
 
+	// Resolver looks up the hosts that routes dial (nil = net.DefaultResolver);
+	// DNSRefresh is how often each is looked up again (> 0; negative = never:
+	// every dial resolves its host, through Resolver when set). Routes to a
+	// host name spread their connections over its addresses (endpoints.go),
+	// unless DNSRefresh is negative, or DialContext is set without a
+	// Resolver (the dialer is given the host name and decides).
+	Resolver   conn.Resolver
+	DNSRefresh time.Duration
+
 	System *actor.ActorSystem // nil = the pool makes and owns its own
 	// LoggerFactory is the protoactor logger of an actor system the pool
 	// makes (actor.WithLoggerFactory).
@@ -56,6 +65,7 @@ type PoolConfig struct {
 	Logger        *slog.Logger
 	Tel           *telemetry.Telemetry // the client's (nil = none); the pool registers its gauges there
 	Fault         FaultHook            // fault injection (tests only)
+	Now           func() time.Time     // the route actors' clock; nil = time.Now (tests fake it)
 
 	// StartFleet starts the node's fleet budget keeper before the supervisor,
 	// told the supervisor's PID to be, and returns the keeper's PID; nil = no
@@ -127,6 +137,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
 		DialContext:            cfg.DialContext,
+		Resolver:               cfg.Resolver,
 		ProxyCredentials:       creds,
 		Go:                     p.wg.Go,
 		Logger:                 cfg.Logger,
@@ -155,6 +166,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			Tel:                cfg.Tel,
 			Supervision:        supervision,
 			Fault:              cfg.Fault,
+			Endpoints:          p.endpointsConfig(),
 		},
 		MaxConnsTotal:   cfg.MaxConnsTotal,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,
@@ -162,6 +174,9 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		Go:              p.wg.Go,
 		Logger:          cfg.Logger,
 		Incarnation:     &p.inc,
+	}
+	if cfg.Now != nil {
+		supCfg.Route.Now = cfg.Now
 	}
 	// The supervisor's PID is known before it is spawned, so that the fleet
 	// keeper (which tells it the shares) can start first and the supervisor
@@ -183,6 +198,21 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	p.registerGauges()
 	return p, nil
+}
+
+// endpointsConfig returns the configuration of the hosts' resolvers, or nil
+// when routes dial by name (see PoolConfig.Resolver).
+func (p *Pool) endpointsConfig() *EndpointsConfig {
+	cfg := p.cfg
+	if cfg.DNSRefresh <= 0 || (cfg.DialContext != nil && cfg.Resolver == nil) {
+		return nil
+	}
+	var res conn.Resolver = net.DefaultResolver
+	if cfg.Resolver != nil {
+		res = cfg.Resolver
+	}
+	return &EndpointsConfig{Resolver: res, Refresh: cfg.DNSRefresh, Timeout: cfg.DialTimeout, Life: p.life,
+		Go: p.wg.Go, Logger: cfg.Logger}
 }
 
 // alpnOf returns the ALPN list of targets' TLS handshakes and whether http

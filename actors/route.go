@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,10 @@ type RouteConfig struct {
 	// Fault is the fault-injection hook of tests (nil in production).
 	Fault FaultHook
 	Rand  func() float64
+	// Endpoints, when set, spreads the connections of routes to a host name
+	// over the addresses it resolves to (endpoints.go); nil = every dial
+	// goes by name.
+	Endpoints *EndpointsConfig
 }
 
 // routePublished is what a route actor publishes for readers outside it,
@@ -92,7 +97,9 @@ type connState struct {
 	dial      DialTiming // reported with the first lease only
 	netConn   net.Conn
 	tlsState  *tls.ConnectionState
-	proto     connProto // HTTP/1.1 or HTTP/2 (route_proto.go)
+	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
+	ep        *endpoint      // its address in the route's endpoint set (nil: none)
+	peer      netip.AddrPort // the address it reached (Dialed.Peer)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -133,6 +140,7 @@ type Route struct {
 
 	breaker breaker
 	learner idleLearner
+	eps     routeEndpoints // the host's addresses (route_endpoints.go)
 
 	now time.Time // the current message's time (clock); zero until asked
 
@@ -165,6 +173,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
 			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
+		r.eps = newRouteEndpoints(k, cfg)
 		return r
 	}
 }
@@ -209,6 +218,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onDrainStarted(ctx, m)
 	case *conn.H2Closed:
 		r.onH2Closed(ctx, m)
+	case *EndpointsResolved:
+		r.onEndpointsResolved(ctx, m)
 	case *EvictIdleRequest:
 		r.onEvictIdle(ctx)
 		return // answered after publishing (see onEvictIdle)
@@ -372,6 +383,9 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 // dialed) to the oldest waiter that can take it, or makes it idle (see its
 // protocol's available).
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
+	if r.drained(ctx, cs) {
+		return
+	}
 	cs.proto.available(ctx, r, cs, now)
 }
 

@@ -20,7 +20,7 @@ import (
 // A route above its fleet share (RoomWanted Shed) asks for none: it would
 // close the new connection as soon as it was dialed.
 func (r *Route) wantConns(ctx actor.Context) {
-	if r.closed || r.shed {
+	if r.closed || r.shed || r.eps.awaiting() {
 		return
 	}
 	if r.dialsH2() {
@@ -62,14 +62,15 @@ func (r *Route) onPermit(ctx actor.Context) {
 	}
 	r.nextID++
 	id := r.nextID
+	to, ep := r.dialTo()
 	pid := r.spares.take()
 	if pid != nil {
-		ctx.Send(pid, &conn.DialRequest{ID: id, Life: r.dialLife()})
+		ctx.Send(pid, &conn.DialRequest{ID: id, Life: r.dialLife(), To: to})
 	} else {
-		pid = ctx.Spawn(conn.Props(id, r.key, r.cfg.Conn, r.dialLife()))
+		pid = ctx.Spawn(conn.DialProps(r.key, r.cfg.Conn, conn.DialRequest{ID: id, Life: r.dialLife(), To: to}))
 	}
 	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1, proto: http1Conn{},
-		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand())}
+		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand()), ep: ep}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
 	r.dialing++
@@ -90,6 +91,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.cfg.Logger.Info("connactor: dials to route succeed again", "route", r.name)
 	}
 	cs.phase = phaseIdle // not on the idle list yet: available decides
+	r.endpointDialed(cs, m)
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
 	r.proto = protoH1
@@ -99,7 +101,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.refreshH2(h)
 	}
 	r.opened++
-	r.tel.ConnOpened(r.name, cs.id, m.Took)
+	r.tel.ConnOpened(r.name, cs.id, cs.peer, m.Took)
 	r.available(ctx, cs, r.clock())
 }
 
@@ -108,11 +110,16 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 // unless the failures open the fail-fast breaker, which fails them all.
 func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 	r.dialFailures++
+	if r.endpointDialFailed(ctx, cs, m) { // another address remains: the waiters get a dial there
+		r.tel.DialFailed(r.name, dialPeer(m), m.Err, m.Took)
+		r.closeConn(ctx, cs, route.ReasonDialFailed)
+		return
+	}
 	if !r.dialsFailing {
 		r.dialsFailing = true
 		r.cfg.Logger.Warn("connactor: dials to route failing", "route", r.name, "err", m.Err)
 	}
-	r.tel.DialFailed(r.name, m.Err, m.Took)
+	r.tel.DialFailed(r.name, dialPeer(m), m.Err, m.Took)
 	r.closeConn(ctx, cs, route.ReasonDialFailed) // counts the dial out of r.dialing
 	now := r.clock()
 	if r.breaker.dialFailed(now, r.rand()) {
@@ -211,6 +218,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 			ctx.Stop(cs.pid)
 		}
 	}
+	r.endpointClosed(cs)
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
 	delete(r.h2, cs.id)
@@ -225,7 +233,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 		now := r.clock()
 		age := now.Sub(cs.created)
 		r.recentCloses.add(route.ClosedConn{At: now, Reason: reason, Age: age, Served: cs.served})
-		r.tel.ConnClosed(r.name, cs.id, string(reason), age, cs.served)
+		r.tel.ConnClosed(r.name, cs.id, cs.peer, string(reason), age, cs.served)
 	}
 	ctx.Send(r.sup, &ConnClosed{From: r.self, Reason: reason})
 }

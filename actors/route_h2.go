@@ -144,8 +144,8 @@ func (r *Route) h2Room(h *http2Conn, now time.Time) int {
 }
 
 // retireReason is why the route retires cs: the client closed, its lifetime
-// is over, or its streams served and in flight reached MaxRequestsPerConn;
-// "" when none holds.
+// is over, its streams served and in flight reached MaxRequestsPerConn, or
+// its address left the resolved set; "" when none holds.
 func (r *Route) retireReason(h *http2Conn, now time.Time) route.CloseReason {
 	cs := h.cs
 	switch {
@@ -155,6 +155,8 @@ func (r *Route) retireReason(h *http2Conn, now time.Time) route.CloseReason {
 		return route.ReasonLifetime
 	case r.cfg.MaxRequestsPerConn > 0 && cs.served+h.streams >= r.cfg.MaxRequestsPerConn:
 		return route.ReasonMaxRequests
+	case cs.ep != nil && cs.ep.draining:
+		return route.ReasonEndpointGone
 	}
 	return ""
 }

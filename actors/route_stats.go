@@ -80,5 +80,6 @@ func (r *Route) stats() routeReport {
 		LearnedIdle: r.learner.learned(r.clock()), Streams: r.streams(), SpareActors: spare + recycling,
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
+		Endpoints: r.endpointStats(), ResolvedAt: r.eps.at, ResolveErr: r.eps.err,
 	}}
 }

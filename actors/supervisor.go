@@ -140,6 +140,10 @@ type Supervisor struct {
 	roomN    int // routes with roomTotal set
 	closing  bool
 	fleet    fleetState // fleet budgets (supervisor_fleet.go)
+	// resolvers are the hosts' resolvers, by host, and resolverHost their
+	// hosts, by PID Id (supervisor_endpoints.go); nil until the first.
+	resolvers    map[string]*hostResolver
+	resolverHost map[string]string
 
 	stopTicker chan struct{}
 
@@ -286,6 +290,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 	e := &routeEntry{h: &routeHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
 	s.addRoute(e)
 	s.fleetRouteStarted(e)
+	s.watchEndpoints(ctx, e)
 	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
 }
 
@@ -385,9 +390,11 @@ func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	e := s.byID[m.Who.Id]
 	if e == nil {
+		s.resolverStopped(ctx, m.Who)
 		return
 	}
 	s.removeRoute(e)
+	s.unwatchEndpoints(ctx, e)
 	close(e.done)
 	if !s.closing {
 		s.restarts++ // a route stops on its own only when it failed

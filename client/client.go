@@ -71,6 +71,8 @@ func New(cfg Config) (*Client, error) {
 		ExpectContinueTimeout:  cfg.ExpectContinueTimeout,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		DialContext:            cfg.DialContext,
+		Resolver:               cfg.Resolver,
+		DNSRefresh:             cfg.DNSRefresh,
 		Proxy:                  cfg.Proxy,
 		Protocols:              cfg.Protocols,
 		HTTP2:                  cfg.HTTP2,

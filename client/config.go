@@ -112,8 +112,31 @@ type Config struct {
 	// (resp.Uncompressed is true, Content-Encoding and Content-Length removed).
 	DisableCompression bool
 	// DialContext dials TCP connections (nil = net.Dialer). Useful to count or
-	// redirect dials in tests.
+	// redirect dials in tests. Without a Resolver it is given the host name
+	// ("host:port") and decides the address; with one, it is given the
+	// endpoint the client chose ("ip:port").
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Resolver looks up the hosts the client dials (nil =
+	// net.DefaultResolver; *net.Resolver is one). A route to a host name
+	// spreads its connections over the addresses it resolves to, and
+	// follows DNS when the answer changes (README, "Endpoints"): a new
+	// connection goes to the address with the fewest of the route's
+	// connections; an address whose dials fail is left alone for a
+	// back-off (1 s doubling to 30 s) while others remain; an address that
+	// leaves the answer is drained (its idle connections close, the others
+	// once their response ends, its HTTP/2 connections take no new stream).
+	// Through a proxy, the proxy's addresses are the ones spread over. IP
+	// literals are dialed as they are.
+	Resolver Resolver
+	// DNSRefresh is how often a host is looked up again (±10%): 0 = 30 s
+	// (DefaultDNSRefresh); -1 = at every dial, as net/http does (no
+	// endpoints: each dial resolves the host and picks its address). A
+	// dial that fails to connect makes its host be looked up again sooner
+	// (at most once a second). A lookup that fails or finds nothing keeps
+	// the last good answer, and says so in Stats (RouteStats.ResolveErr)
+	// and in one log line per change. No lookup runs on a request's path:
+	// only a route's first connection waits for its host's first lookup.
+	DNSRefresh time.Duration
 	// HandlerWorkers is how many goroutines run Send's notification handlers
 	// (default max(4, GOMAXPROCS)). They start on first use and stop on Close.
 	HandlerWorkers int
@@ -163,6 +186,7 @@ const (
 	DefaultFailFastAfter          = 5
 	DefaultFailFastCooldown       = time.Second
 	DefaultFailFastMaxCooldown    = 30 * time.Second
+	DefaultDNSRefresh             = 30 * time.Second
 )
 
 // withDefaults validates cfg and fills its defaults.
@@ -222,6 +246,12 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
 	}
 	def(&cfg.MaxDialsPerRoute, cfg.MaxConnsPerRoute)
+	switch {
+	case cfg.DNSRefresh < -1:
+		return bad("DNSRefresh is below -1 (%v): -1 resolves at every dial", cfg.DNSRefresh)
+	case cfg.DNSRefresh == 0:
+		cfg.DNSRefresh = DefaultDNSRefresh
+	}
 	def(&cfg.FailFastAfter, DefaultFailFastAfter)
 	defD(&cfg.FailFastCooldown, DefaultFailFastCooldown)
 	defD(&cfg.FailFastMaxCooldown, DefaultFailFastMaxCooldown)

@@ -18,6 +18,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		"negative header limit":         {MaxResponseHeaderBytes: -1},
 		"per-route above total":         {MaxConnsPerRoute: 10, MaxConnsTotal: 5},
 		"per-route above default total": {MaxConnsPerRoute: 100},
+		"DNSRefresh below -1":           {DNSRefresh: -2},
 	} {
 		c, err := New(cfg)
 		if err == nil {
@@ -34,7 +35,8 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		t.Fatalf("small total: %v", err)
 	}
 	defer c.Close()
-	if c.cfg.MaxConnsPerRoute != 4 || c.cfg.MaxConcurrentRequests != DefaultMaxConcurrentRequests {
+	if c.cfg.MaxConnsPerRoute != 4 || c.cfg.MaxConcurrentRequests != DefaultMaxConcurrentRequests ||
+		c.cfg.DNSRefresh != DefaultDNSRefresh {
 		t.Fatalf("defaults: %+v", c.cfg)
 	}
 }

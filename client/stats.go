@@ -18,6 +18,12 @@ type Stats = actors.Stats
 // re-used connection. It prints as a short table (String).
 type RouteStats = route.Stats
 
+// EndpointStats is one address of a route's host (RouteStats.Endpoints):
+// the route's connections to it open, leased and idle, its dials and failed
+// dials, and whether it is ejected (EjectedUntil: its dials failed, and it is
+// left alone until then) or draining (it left the host's answer).
+type EndpointStats = route.EndpointStats
+
 // ClosedConn is one recent connection close of a route: when, why (Reason is
 // e.g. "lru_eviction", "idle_expiry"), its age and how many requests it carried.
 type ClosedConn = route.ClosedConn

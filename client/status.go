@@ -9,8 +9,9 @@ import (
 // StatusHandler returns an http.Handler serving a live status page of c: a
 // small self-contained HTML page (no external script, style, font or image)
 // showing the limits, every route with bars of its leased, idle, dialing and
-// pending connections, and the recent evictions, expiries and lease waits. The
-// page refreshes itself every second from the same data as JSON, which the
+// pending connections and the addresses it spreads them over
+// (RouteStats.Endpoints), and the recent evictions, expiries and lease waits.
+// The page refreshes itself every second from the same data as JSON, which the
 // handler serves for "?format=json", for a path ending in ".json", and for
 // "Accept: application/json". Mount it anywhere, e.g.
 //

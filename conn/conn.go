@@ -57,8 +57,14 @@ type Options struct {
 	HTTP2 *http.HTTP2Config
 
 	// DialContext dials TCP; nil uses a net.Dialer. Tests use it to count dials.
-	// Through a proxy it dials the proxy.
+	// Through a proxy it dials the proxy. A dial to endpoints (DialRequest.To)
+	// gives it "ip:port".
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Resolver, when set, looks up the host of a dial by name (one without
+	// endpoints), which then dials its addresses as net.Dialer would
+	// (resolveDial); nil = net.Dialer's own resolution, or DialContext
+	// given the host name.
+	Resolver Resolver
 	// ProxyCredentials holds the credentials of proxied routes (route keys keep
 	// only their hash); nil sends none.
 	ProxyCredentials *route.Credentials
@@ -92,12 +98,20 @@ const inlineBudget = 1
 var connMailbox = mailbox.Inline(inlineBudget)
 
 // Props returns the props of the connection actor numbered id (unique within its
-// route) for route key k. life bounds the dial: it ends when the client closes.
-// The actor must be spawned as a child of the route actor: it reports to its parent.
+// route) for route key k, which dials by name. life bounds the dial: it ends
+// when the client closes. The actor must be spawned as a child of the route
+// actor: it reports to its parent.
 func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Props {
+	return DialProps(k, opt, DialRequest{ID: id, Life: life})
+}
+
+// DialProps returns the props of a connection actor for route key k whose
+// first dial is d (as a recycled actor's DialRequest: its ID, its life, its
+// endpoints).
+func DialProps(k route.Key, opt *Options, d DialRequest) *actor.Props {
 	addr := k.Addr()
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{id: id, key: k, addr: addr, opt: opt, life: life}
+		return &Actor{id: d.ID, key: k, addr: addr, opt: opt, life: d.Life, to: d.To}
 	}, actor.WithMailbox(connMailbox))
 }
 
@@ -114,6 +128,7 @@ type Actor struct {
 	addr string // key.Addr(), made once (Props): a recycled actor keeps its route
 	opt  *Options
 	life context.Context
+	to   Endpoints // where the current dial goes (zero: by name)
 
 	sys      *actor.ActorSystem
 	self     *actor.PID
@@ -194,7 +209,7 @@ func (c *Actor) Receive(ctx actor.Context) {
 	case *RecycleRequest:
 		c.onRecycle(ctx)
 	case *DialRequest:
-		c.id, c.life = m.ID, m.Life
+		c.id, c.life, c.to = m.ID, m.Life, m.To
 		c.startDial()
 	case *actor.Stopping:
 		c.onStopping()
@@ -226,7 +241,7 @@ func (c *Actor) startDial() {
 	// The worker reads only the job's fields (copies of the actor's, made
 	// here) and the actor's two atomics.
 	res := &dialResult{c: c, sys: c.sys, self: c.self, key: c.key, addr: c.addr, opt: c.opt,
-		ctx: dctx, cancel: cancel, start: start}
+		ctx: dctx, cancel: cancel, start: start, dialLog: dialLog{to: c.to}}
 	c.opt.dials.run(c.opt, c.life, res)
 }
 
@@ -235,7 +250,7 @@ func (c *Actor) startDial() {
 func (res *dialResult) run() {
 	defer res.cancel()
 	c := res.c
-	nc, err := dialTimed(res.ctx, res.key, res.addr, res.opt, &res.dialTimes)
+	nc, err := dialTimed(res.ctx, res.key, res.addr, res.opt, &res.dialLog)
 	if err == nil {
 		res.nc = nc
 		c.dialed.Store(&res.nc)

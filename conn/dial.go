@@ -12,22 +12,24 @@ import (
 )
 
 // dialTimed opens the socket of route k, whose target is addr (k.Addr()): TCP
-// to the target (or the way through k's proxy, see dialProxy), then TLS for
-// https. It is bounded by ctx (DialTimeout and the actor's stop), and adds the
-// time its TCP connects and TLS handshakes take to times (when not nil).
-func dialTimed(ctx context.Context, k route.Key, addr string, opt *Options, times *dialTimes) (net.Conn, error) {
+// to the target (or the way through k's proxy, see dialProxy), to dl's
+// endpoints when it names some, then TLS for https. It is bounded by ctx
+// (DialTimeout and the actor's stop), and records in dl (when not nil) where
+// its TCP connection went and how long its TCP connects and TLS handshakes
+// took.
+func dialTimed(ctx context.Context, k route.Key, addr string, opt *Options, dl *dialLog) (net.Conn, error) {
 	var nc net.Conn
 	var err error
 	if k.Proxy != "" {
-		nc, err = dialProxy(ctx, k, opt, times)
+		nc, err = dialProxy(ctx, k, opt, dl)
 	} else {
-		nc, err = dialTCP(ctx, addr, opt, times)
+		nc, err = dialTCP(ctx, addr, opt, dl)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if k.Scheme == "https" {
-		tc, err := handshake(ctx, nc, k.Host, opt, opt.alpn(), times)
+		tc, err := handshake(ctx, nc, k.Host, opt, opt.alpn(), dl)
 		if err != nil {
 			nc.Close()
 			return nil, err
@@ -64,21 +66,32 @@ func ALPNFor(http1, http2 bool) []string {
 	return alpnHTTP11
 }
 
-// dialTCP dials addr, adding the time it takes (name resolution included) to
-// times.connect. The ConnectStart/ConnectDone (and DNS) hooks of a
+// dialTCP dials addr: dl's endpoints when it names some (the host is not
+// resolved again), otherwise the host through Options.Resolver when set, or
+// as given to DialContext or a net.Dialer. It adds the time it takes (name
+// resolution included) to dl's connect time, and records where the
+// connection went. The ConnectStart/ConnectDone (and DNS) hooks of a
 // ClientTrace in ctx are fired by net.Dialer itself, per address tried, as in
 // net/http: httptrace.WithClientTrace installs them where the dialer looks.
-func dialTCP(ctx context.Context, addr string, opt *Options, times *dialTimes) (net.Conn, error) {
-	start := times.now()
+func dialTCP(ctx context.Context, addr string, opt *Options, dl *dialLog) (net.Conn, error) {
+	start := dl.now()
 	var nc net.Conn
 	var err error
-	if opt.DialContext != nil {
+	switch to := dl.endpoints(); {
+	case to.Primary.IsValid():
+		nc, err = dialEndpoints(ctx, to, opt, dl)
+	case opt.Resolver != nil:
+		nc, err = resolveDial(ctx, addr, opt, dl)
+	case opt.DialContext != nil:
 		nc, err = opt.DialContext(ctx, "tcp", addr)
-	} else {
+	default:
 		var d net.Dialer
 		nc, err = d.DialContext(ctx, "tcp", addr)
 	}
-	times.addConnect(start)
+	dl.addConnect(start)
+	if err == nil && dl != nil && !dl.peer.IsValid() {
+		dl.peer = remoteAddrPort(nc)
+	}
 	return nc, err
 }
 
@@ -87,7 +100,7 @@ func dialTCP(ctx context.Context, addr string, opt *Options, times *dialTimes) (
 // http/1.1 only for an https proxy, whatever the configuration lists. The
 // configuration is the client's (cloned, with ServerName set when empty); its
 // ClientSessionCache makes later connections resume.
-func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options, alpn []string, times *dialTimes) (*tls.Conn, error) {
+func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options, alpn []string, dl *dialLog) (*tls.Conn, error) {
 	cfg := opt.TLSConfig
 	if cfg == nil {
 		cfg = &tls.Config{}
@@ -109,9 +122,9 @@ func handshake(ctx context.Context, nc net.Conn, serverName string, opt *Options
 		trace.TLSHandshakeStart()
 	}
 	tc := tls.Client(nc, cfg)
-	start := times.now()
+	start := dl.now()
 	err := tc.HandshakeContext(ctx)
-	times.addTLS(start)
+	dl.addTLS(start)
 	if trace != nil && trace.TLSHandshakeDone != nil {
 		trace.TLSHandshakeDone(tc.ConnectionState(), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,6 +32,15 @@ type Dialed struct {
 	// H2 is set when the connection speaks HTTP/2: the route leases its
 	// streams, up to the limit H2.Streams reports.
 	H2 *h2.Conn
+	// Peer is the address the TCP connection went to (the target's, or the
+	// proxy's): the endpoint of DialRequest.To that connected, or the
+	// socket's remote address on a dial by name (zero when it is not a TCP
+	// address, or nothing connected; set when a later step, TLS or a
+	// proxy's answer, failed). Failed names the endpoints of To whose TCP
+	// connect failed (refused, unreachable, timed out), success or not: a
+	// TLS or proxy failure after the connect is none of theirs.
+	Peer   netip.AddrPort
+	Failed Endpoints
 }
 
 // StreamsChanged is sent by an HTTP/2 connection actor to its route when the
@@ -154,10 +164,11 @@ type dialResult struct {
 	cancel context.CancelFunc
 	start  time.Time
 
-	// The result: written by the worker, then read by the actor.
+	// The result: written by the worker, then read by the actor; but
+	// dialLog.to, the endpoints to dial, which startDial sets with the job.
 	err  error
 	took time.Duration
-	dialTimes
+	dialLog
 	nc net.Conn
 
 	// The report to the route (report fills it): the route reads it and keeps
@@ -169,7 +180,7 @@ type dialResult struct {
 // dial's outcome and times and, when it succeeded, its socket nc and that
 // socket's TLS state.
 func (m *dialResult) report(id uint64, err error, nc net.Conn) *Dialed {
-	m.dialed = Dialed{ID: id, Err: err, Took: m.took}
+	m.dialed = Dialed{ID: id, Err: err, Took: m.took, Peer: m.peer, Failed: m.failed}
 	if err == nil {
 		m.dialed.Connect, m.dialed.TLS = m.connect, m.tls
 		m.dialed.NetConn, m.dialed.TLSState = nc, tlsState(nc)
@@ -196,9 +207,11 @@ type Recycled struct{ PID *actor.PID }
 
 // DialRequest is sent by the route actor to a recycled connection actor (see
 // RecycleRequest): dial a new socket, numbered ID (unique within the route,
-// never that of an earlier socket), bounded by Life as Props' life. Answered
-// with Dialed, as for a new actor.
+// never that of an earlier socket), bounded by Life, to To (the zero
+// Endpoints: by name), as DialProps' request. Answered with Dialed, as for a
+// new actor.
 type DialRequest struct {
 	ID   uint64
 	Life context.Context
+	To   Endpoints
 }

@@ -39,21 +39,21 @@ var ErrProxyProtocol = errors.New("proxy protocol error")
 // targets); through a socks5:// proxy, a relayed connection to the target. TLS to
 // an HTTPS target is the caller's. Proxy credentials go to the proxy only: on
 // CONNECT, in the SOCKS5 handshake, or (absolute-form) with each request.
-func dialProxy(ctx context.Context, k route.Key, opt *Options, times *dialTimes) (net.Conn, error) {
+func dialProxy(ctx context.Context, k route.Key, opt *Options, dl *dialLog) (net.Conn, error) {
 	user := opt.ProxyCredentials.Lookup(k)
 	switch k.ProxyScheme() {
 	case "socks5", "socks5h":
-		return dialSOCKS5(ctx, k, user, opt, times)
+		return dialSOCKS5(ctx, k, user, opt, dl)
 	case "http", "https":
 	default:
 		return nil, fmt.Errorf("conn: %w %q", route.ErrUnsupportedProxy, k.ProxyScheme())
 	}
-	nc, err := dialTCP(ctx, k.ProxyAddr(), opt, times)
+	nc, err := dialTCP(ctx, k.ProxyAddr(), opt, dl)
 	if err != nil {
 		return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
 	}
 	if k.ProxyScheme() == "https" {
-		tc, err := handshake(ctx, nc, k.ProxyHost(), opt, alpnHTTP11, times)
+		tc, err := handshake(ctx, nc, k.ProxyHost(), opt, alpnHTTP11, dl)
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
@@ -118,13 +118,13 @@ func roundTripConnect(nc net.Conn, req *http.Request) (*http.Response, error) {
 // dialSOCKS5 connects to k's target through k's SOCKS5 proxy (RFC 1928), with
 // username/password authentication (RFC 1929) when the proxy URL has user info.
 // The target's host name is sent to the proxy, which resolves it.
-func dialSOCKS5(ctx context.Context, k route.Key, user *url.Userinfo, opt *Options, times *dialTimes) (net.Conn, error) {
+func dialSOCKS5(ctx context.Context, k route.Key, user *url.Userinfo, opt *Options, dl *dialLog) (net.Conn, error) {
 	var auth *proxy.Auth
 	if user != nil {
 		pw, _ := user.Password()
 		auth = &proxy.Auth{User: user.Username(), Password: pw}
 	}
-	d, err := proxy.SOCKS5("tcp", k.ProxyAddr(), auth, forwardDialer{opt, times})
+	d, err := proxy.SOCKS5("tcp", k.ProxyAddr(), auth, forwardDialer{opt, dl})
 	if err != nil {
 		return nil, fmt.Errorf("conn: proxy %s: %w", k.Proxy, err)
 	}
@@ -137,8 +137,8 @@ func dialSOCKS5(ctx context.Context, k route.Key, user *url.Userinfo, opt *Optio
 
 // forwardDialer dials the SOCKS5 proxy with the client's TCP dialer.
 type forwardDialer struct {
-	opt   *Options
-	times *dialTimes
+	opt *Options
+	dl  *dialLog
 }
 
 func (f forwardDialer) Dial(network, addr string) (net.Conn, error) {
@@ -146,7 +146,7 @@ func (f forwardDialer) Dial(network, addr string) (net.Conn, error) {
 }
 
 func (f forwardDialer) DialContext(ctx context.Context, _, addr string) (net.Conn, error) {
-	return dialTCP(ctx, addr, f.opt, f.times)
+	return dialTCP(ctx, addr, f.opt, f.dl)
 }
 
 // writeForm writes req on the connection's buffered writer: in origin-form,

@@ -20,6 +20,7 @@ const (
 	ReasonCloseIdle    CloseReason = "close_idle"        // Client.CloseIdleConnections
 	ReasonMaxRequests  CloseReason = "max_requests"      // MaxRequestsPerConn served
 	ReasonLearnedIdle  CloseReason = "learned_idle"      // idle close to the server's learned timeout
+	ReasonEndpointGone CloseReason = "endpoint_removed"  // its address left the host's resolved set (DNS)
 
 	ReasonFleetShare     CloseReason = "fleet_share"     // above the node's share of a fleet budget
 	ReasonGoAway         CloseReason = "goaway"          // HTTP/2: the server's GOAWAY, after the last stream

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,6 +67,48 @@ type Stats struct {
 	FleetBudget  int           `json:"fleetBudget"`
 	FleetState   string        `json:"fleetState,omitempty"`
 	FleetRenewal time.Duration `json:"fleetRenewal"`
+
+	// Endpoints are the addresses the route's host resolves to (through a
+	// proxy, the proxy's), each with the route's connections to it, in the
+	// resolver's order, then those that left the resolved set and still
+	// have connections (Draining). Empty for an IP literal, with
+	// DNSRefresh -1, and for a DialContext without a Resolver: the dial
+	// then decides the address. ResolvedAt is the last successful
+	// resolution; ResolveErr is the last resolution's error when it failed
+	// (or found no address: the last good set is kept), "" otherwise.
+	Endpoints  []EndpointStats `json:"endpoints,omitempty"`
+	ResolvedAt time.Time       `json:"resolvedAt,omitzero"`
+	ResolveErr string          `json:"resolveErr,omitempty"`
+}
+
+// EndpointStats is one address of a route's endpoints (Stats.Endpoints): its
+// connections open (dialing included), leased and idle, the dials made to it
+// and how many failed to connect since the route started, and its state.
+// EjectedUntil is zero unless dials to it failed and the route leaves it
+// alone until then (a back-off, 1 s doubling to 30 s, jittered) while others
+// remain; Draining says it left the resolved set: its connections close as
+// they come free, and no new one goes to it.
+type EndpointStats struct {
+	Addr         netip.AddrPort `json:"addr"`
+	Open         int            `json:"open"`
+	Leased       int            `json:"leased"`
+	Idle         int            `json:"idle"`
+	Dials        int64          `json:"dials"`
+	DialFailures int64          `json:"dialFailures"`
+	EjectedUntil time.Time      `json:"ejectedUntil,omitzero"`
+	Draining     bool           `json:"draining,omitempty"`
+}
+
+// State names the endpoint's state as the status page and String show it:
+// "draining", "ejected" or "up".
+func (e EndpointStats) State() string {
+	switch {
+	case e.Draining:
+		return "draining"
+	case !e.EjectedUntil.IsZero():
+		return "ejected"
+	}
+	return "up"
 }
 
 // States of a route's fail-fast breaker (Stats.FailFast).
@@ -84,12 +127,16 @@ func (s Stats) ReuseRatio() float64 {
 }
 
 // String prints s as a short table: the route's counts, then its closes by
-// reason.
+// reason, then its endpoints, one line each.
 func (s Stats) String() string {
 	var b strings.Builder
 	WriteTable(&b, s)
 	if len(s.ClosedBy) > 0 {
 		fmt.Fprintf(&b, "closed by reason: %v\n", s.ClosedBy)
+	}
+	for _, e := range s.Endpoints {
+		fmt.Fprintf(&b, "endpoint %s: %s, %d open (%d leased, %d idle), %d dials, %d failed\n",
+			e.Addr, e.State(), e.Open, e.Leased, e.Idle, e.Dials, e.DialFailures)
 	}
 	return b.String()
 }

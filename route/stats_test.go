@@ -2,6 +2,7 @@ package route
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,9 +21,13 @@ func fill(t *testing.T, v reflect.Value) {
 			f.Set(reflect.ValueOf(time.Unix(7, 0).UTC()))
 		case f.Type() == reflect.TypeOf(time.Duration(0)):
 			f.SetInt(int64(7 * time.Second))
+		case f.Type() == reflect.TypeOf(netip.AddrPort{}):
+			f.Set(reflect.ValueOf(netip.MustParseAddrPort("127.0.0.7:7")))
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
 		case f.Kind() == reflect.String:
 			f.SetString("x")
-		case f.Kind() == reflect.Int:
+		case f.Kind() == reflect.Int, f.Kind() == reflect.Int64:
 			f.SetInt(7)
 		case f.Kind() == reflect.Uint64:
 			f.SetUint(7)
@@ -75,6 +80,9 @@ func TestStatsTravelThroughJSONWithDurationsInSeconds(t *testing.T) {
 	if closes["age"] != 7.0 || waits["waited"] != 7.0 {
 		t.Errorf("close age %v, wait %v in JSON, want 7 (seconds)", closes["age"], waits["waited"])
 	}
+	if ep := keys["endpoints"].([]any)[0].(map[string]any); ep["addr"] != "127.0.0.7:7" || ep["draining"] != true {
+		t.Errorf("endpoint in JSON: %v, want its address as a string and its state", ep)
+	}
 	var out Stats
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
@@ -110,5 +118,21 @@ func TestStatsPrintAsAShortTable(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], "lru_eviction:2") {
 		t.Errorf("closes by reason: %q", lines[2])
+	}
+}
+
+// String ends with a line per endpoint: its address, state and counts.
+func TestStatsPrintTheirEndpointsOneALine(t *testing.T) {
+	s := Stats{Route: "http://svc.test:80", Open: 3, Endpoints: []EndpointStats{
+		{Addr: netip.MustParseAddrPort("127.0.0.2:80"), Open: 2, Leased: 1, Idle: 1, Dials: 2},
+		{Addr: netip.MustParseAddrPort("127.0.0.3:80"), Open: 1, Leased: 1, Dials: 3, DialFailures: 2, Draining: true},
+	}}
+	lines := strings.Split(strings.TrimSpace(s.String()), "\n")
+	want := []string{
+		"endpoint 127.0.0.2:80: up, 2 open (1 leased, 1 idle), 2 dials, 0 failed",
+		"endpoint 127.0.0.3:80: draining, 1 open (1 leased, 0 idle), 3 dials, 2 failed",
+	}
+	if len(lines) != 4 || lines[2] != want[0] || lines[3] != want[1] {
+		t.Errorf("table:\n%s\nwant its last lines:\n%s", s, strings.Join(want, "\n"))
 	}
 }

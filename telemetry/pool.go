@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -14,44 +15,48 @@ import (
 // The hooks below are called by route actors inside Receive: they only add to
 // instruments and write debug logs, and never block.
 
-// ConnOpened records a connection of route name (for logs) whose dial succeeded
+// ConnOpened records a connection of route name (for logs) to peer (its
+// network.peer.address and port; zero when unknown) whose dial succeeded
 // after took.
-func (r *Route) ConnOpened(name string, id uint64, took time.Duration) {
+func (r *Route) ConnOpened(name string, id uint64, peer netip.AddrPort, took time.Duration) {
 	if r == nil {
 		return
 	}
-	r.t.opened.Add(background, 1, r.opt)
-	r.t.dialDuration.Record(background, took.Seconds(), r.opt)
+	p := r.peer(peer)
+	r.t.opened.Add(background, 1, p.opt)
+	r.t.dialDuration.Record(background, took.Seconds(), p.opt)
 	if r.t.log.Enabled(background, slog.LevelDebug) {
 		r.t.log.LogAttrs(background, slog.LevelDebug, "connactor: connection opened",
-			slog.String("route", name), slog.Uint64("conn", id), slog.Duration("dial", took))
+			slog.String("route", name), slog.Uint64("conn", id), slog.Any("peer", peer), slog.Duration("dial", took))
 	}
 }
 
-// DialFailed records a dial of route name that failed after took: the dial
-// errors counter by error.type (see ErrorType), and a Debug log. Each failed
-// dial is logged at Debug only: the library is quiet by default, and a route
-// that keeps failing is its actor's to report, once per change of state.
-func (r *Route) DialFailed(name string, err error, took time.Duration) {
+// DialFailed records a dial of route name to peer (zero when it went by
+// name) that failed after took: the dial errors counter by error.type (see
+// ErrorType) and peer, and a Debug log. Each failed dial is logged at Debug
+// only: the library is quiet by default, and a route that keeps failing is
+// its actor's to report, once per change of state.
+func (r *Route) DialFailed(name string, peer netip.AddrPort, err error, took time.Duration) {
 	if r == nil {
 		return
 	}
-	r.t.dialErrors.Add(background, 1, r.dialErrOpt(ErrorType(err)))
+	r.t.dialErrors.Add(background, 1, r.dialErrOpt(peer, ErrorType(err)))
 	if r.t.log.Enabled(background, slog.LevelDebug) {
 		r.t.log.LogAttrs(background, slog.LevelDebug, "connactor: dial failed",
 			slog.String("route", name), slog.Duration("took", took), slog.Any("err", err))
 	}
 }
 
-// ConnClosed records the close of an open connection of route name: reason is
-// one of actors' CloseReason values, age the time since the connection was
-// started, served the number of requests it carried.
-func (r *Route) ConnClosed(name string, id uint64, reason string, age time.Duration, served int) {
+// ConnClosed records the close of an open connection of route name to peer
+// (zero when unknown): reason is one of actors' CloseReason values, age the
+// time since the connection was started, served the number of requests it
+// carried.
+func (r *Route) ConnClosed(name string, id uint64, peer netip.AddrPort, reason string, age time.Duration, served int) {
 	if r == nil {
 		return
 	}
-	r.t.closed.Add(background, 1, r.closeOpt(reason))
-	r.t.connDuration.RecordSet(background, age.Seconds(), r.attrs)
+	r.t.closed.Add(background, 1, r.closeOpt(peer, reason))
+	r.t.connDuration.RecordSet(background, age.Seconds(), r.peer(peer).set)
 	level := slog.LevelDebug
 	if reason == "error" {
 		level = slog.LevelWarn
@@ -90,7 +95,7 @@ func (r *Route) LeaseRejected(reason string) {
 	if r == nil {
 		return
 	}
-	r.t.rejected.Add(background, 1, r.optWith(&r.byReject, AttrRejectReason.String(reason)))
+	r.t.rejected.Add(background, 1, r.optWith(&r.byReject, netip.AddrPort{}, AttrRejectReason.String(reason)))
 }
 
 // RegisterPool registers the callback of the pool gauges

@@ -14,6 +14,7 @@ package telemetry
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"strconv"
 	"sync"
@@ -289,10 +290,11 @@ type Route struct {
 	active    attribute.Set // attrs + http.connection.state=active
 	idle      attribute.Set // attrs + http.connection.state=idle
 	opt       metric.MeasurementOption
-	byClose   sync.Map // reason -> metric.MeasurementOption
-	byDialErr sync.Map // error.type -> metric.MeasurementOption
-	byReject  sync.Map // reject reason -> metric.MeasurementOption
+	byClose   sync.Map // peerKey{peer, reason} -> metric.MeasurementOption
+	byDialErr sync.Map // peerKey{peer, error.type} -> metric.MeasurementOption
+	byReject  sync.Map // peerKey{reject reason} -> metric.MeasurementOption
 	durations sync.Map // durationKey -> metric.MeasurementOption
+	byPeer    sync.Map // peer address -> *peerAttrs (peer.go)
 }
 
 // Route returns the Route of scheme://host:port (port in decimal), creating it
@@ -320,26 +322,28 @@ func (t *Telemetry) Route(scheme, host, port string) *Route {
 	return v.(*Route)
 }
 
-// closeOpt returns the measurement option of the route's attributes plus the
-// close reason, built once per reason.
-func (r *Route) closeOpt(reason string) metric.MeasurementOption {
-	return r.optWith(&r.byClose, AttrCloseReason.String(reason))
+// closeOpt returns the measurement option of the route's attributes, the
+// connection's peer's and the close reason, built once per peer and reason.
+func (r *Route) closeOpt(peer netip.AddrPort, reason string) metric.MeasurementOption {
+	return r.optWith(&r.byClose, peer, AttrCloseReason.String(reason))
 }
 
-// dialErrOpt returns the measurement option of the route's attributes plus
-// error.type, built once per type.
-func (r *Route) dialErrOpt(errType string) metric.MeasurementOption {
-	return r.optWith(&r.byDialErr, semconv.ErrorTypeKey.String(errType))
+// dialErrOpt returns the measurement option of the route's attributes, the
+// dialed peer's and error.type, built once per peer and type.
+func (r *Route) dialErrOpt(peer netip.AddrPort, errType string) metric.MeasurementOption {
+	return r.optWith(&r.byDialErr, peer, semconv.ErrorTypeKey.String(errType))
 }
 
-// optWith returns, from cache (keyed by kv's value), the measurement option of
-// the route's attributes plus kv.
-func (r *Route) optWith(cache *sync.Map, kv attribute.KeyValue) metric.MeasurementOption {
-	key := kv.Value.AsString()
+// optWith returns, from cache (keyed by the peer and kv's value), the
+// measurement option of the route's attributes, the peer's (none when it is
+// zero) and kv.
+func (r *Route) optWith(cache *sync.Map, peer netip.AddrPort, kv attribute.KeyValue) metric.MeasurementOption {
+	key := peerKey{peer: peer, v: kv.Value.AsString()}
 	if v, ok := cache.Load(key); ok {
 		return v.(metric.MeasurementOption)
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(append(r.kv[:len(r.kv):len(r.kv)], kv)...))
+	base := r.peer(peer).kv
+	opt := metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], kv)...))
 	v, _ := cache.LoadOrStore(key, opt)
 	return v.(metric.MeasurementOption)
 }

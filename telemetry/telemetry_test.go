@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"syscall"
 	"testing"
@@ -59,9 +60,9 @@ func TestNilTelemetryRouteAndRequestRecordNothing(t *testing.T) {
 	if rt != nil {
 		t.Fatal("a nil Telemetry made a Route")
 	}
-	rt.ConnOpened("r", 1, time.Millisecond)
-	rt.ConnClosed("r", 1, "idle_expiry", time.Second, 1)
-	rt.DialFailed("r", errors.New("x"), time.Millisecond)
+	rt.ConnOpened("r", 1, netip.AddrPort{}, time.Millisecond)
+	rt.ConnClosed("r", 1, netip.AddrPort{}, "idle_expiry", time.Second, 1)
+	rt.DialFailed("r", netip.AddrPort{}, errors.New("x"), time.Millisecond)
 	rt.LeaseGranted(time.Millisecond)
 	if err := tel.RegisterPool(nil, nil); err != nil || tel.Close() != nil {
 		t.Fatal("nil Telemetry returned errors")
@@ -191,14 +192,16 @@ func TestInstrumentationScopeCarriesTheModuleVersion(t *testing.T) {
 	}
 }
 
-func TestDialErrorsCountByErrorType(t *testing.T) {
+// Dial errors count by error.type and by the address dialed
+// (network.peer.address and port; none for a dial by name).
+func TestDialErrorsCountByErrorTypeAndPeer(t *testing.T) {
 	tel, _, reader := sdkTelemetry(t)
 	r := tel.Route("http", "example.test", "80")
-	r.DialFailed("http://example.test:80", &net.OpError{Op: "dial", Net: "tcp",
-		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, time.Millisecond)
-	r.DialFailed("http://example.test:80", &net.OpError{Op: "dial", Net: "tcp",
-		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, time.Millisecond)
-	r.DialFailed("http://example.test:80", &net.DNSError{Err: "no such host", Name: "example.test"}, time.Millisecond)
+	peer := netip.MustParseAddrPort("127.0.0.2:80")
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	r.DialFailed("http://example.test:80", peer, refused, time.Millisecond)
+	r.DialFailed("http://example.test:80", peer, refused, time.Millisecond)
+	r.DialFailed("http://example.test:80", netip.AddrPort{}, &net.DNSError{Err: "no such host", Name: "example.test"}, time.Millisecond)
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
 	got := map[string]int64{}
@@ -208,11 +211,13 @@ func TestDialErrorsCountByErrorType(t *testing.T) {
 		}
 		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 			v, _ := dp.Attributes.Value("error.type")
-			got[v.AsString()] = dp.Value
+			addr, _ := dp.Attributes.Value("network.peer.address")
+			port, _ := dp.Attributes.Value("network.peer.port")
+			got[fmt.Sprintf("%s %s %d", v.AsString(), addr.AsString(), port.AsInt64())] = dp.Value
 		}
 	}
-	if len(got) != 2 || got[ErrorTypeConnRefused] != 2 || got[ErrorTypeDNS] != 1 {
-		t.Fatalf("dial errors by error.type: %v", got)
+	if len(got) != 2 || got[ErrorTypeConnRefused+" 127.0.0.2 80"] != 2 || got[ErrorTypeDNS+"  0"] != 1 {
+		t.Fatalf("dial errors by error.type and peer: %v", got)
 	}
 }
 
@@ -282,28 +287,50 @@ func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
 	}
 }
 
-func TestConnectionHooksCountByReason(t *testing.T) {
+// Connections opened and closed count by reason and by the address they went
+// to (network.peer.address), beside the route's server.address; so do their
+// durations.
+func TestConnectionHooksCountByReasonAndPeer(t *testing.T) {
 	tel, _, reader := sdkTelemetry(t)
 	r := tel.Route("http", "example.test", "80")
-	r.ConnOpened("http://example.test:80", 1, time.Millisecond)
-	r.ConnOpened("http://example.test:80", 2, time.Millisecond)
-	r.ConnClosed("http://example.test:80", 1, "lru_eviction", time.Second, 3)
-	r.ConnClosed("http://example.test:80", 2, "idle_expiry", time.Second, 1)
-	r.ConnClosed("http://example.test:80", 2, "idle_expiry", time.Second, 1)
+	a, b := netip.MustParseAddrPort("127.0.0.2:80"), netip.MustParseAddrPort("127.0.0.3:80")
+	r.ConnOpened("http://example.test:80", 1, a, time.Millisecond)
+	r.ConnOpened("http://example.test:80", 2, b, time.Millisecond)
+	r.ConnClosed("http://example.test:80", 1, a, "lru_eviction", time.Second, 3)
+	r.ConnClosed("http://example.test:80", 2, b, "idle_expiry", time.Second, 1)
+	r.ConnClosed("http://example.test:80", 3, b, "idle_expiry", time.Second, 1)
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
 	got := map[string]int64{}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != MetricConnClosed {
-			continue
+		var points []metricdata.DataPoint[int64]
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			points = d.DataPoints
+		case metricdata.Histogram[float64]:
+			for _, dp := range d.DataPoints {
+				points = append(points, metricdata.DataPoint[int64]{Attributes: dp.Attributes, Value: int64(dp.Count)})
+			}
 		}
-		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-			v, _ := dp.Attributes.Value(AttrCloseReason)
-			got[v.AsString()] = dp.Value
+		for _, dp := range points {
+			reason, _ := dp.Attributes.Value(AttrCloseReason)
+			peer, _ := dp.Attributes.Value("network.peer.address")
+			host, _ := dp.Attributes.Value("server.address")
+			got[fmt.Sprintf("%s %s %s %s", m.Name, host.AsString(), peer.AsString(), reason.AsString())] = dp.Value
 		}
 	}
-	if got["lru_eviction"] != 1 || got["idle_expiry"] != 2 {
-		t.Fatalf("closes by reason: %v", got)
+	want := map[string]int64{
+		MetricConnOpened + " example.test 127.0.0.2 ":             1,
+		MetricConnOpened + " example.test 127.0.0.3 ":             1,
+		MetricConnClosed + " example.test 127.0.0.2 lru_eviction": 1,
+		MetricConnClosed + " example.test 127.0.0.3 idle_expiry":  2,
+		"http.client.connection.duration example.test 127.0.0.3 ": 2,
+		MetricDialDuration + " example.test 127.0.0.2 ":           1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
 	}
 }
 
