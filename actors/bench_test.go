@@ -32,7 +32,6 @@ type op struct {
 // it (the release is asynchronous: the next lease queues behind it).
 func leaseRelease(b *testing.B, p *pool, h *routeHandle) {
 	o := &op{}
-	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
 	p.sys.Root.Send(h.PID, &o.req)
 	l, err := leased(b, &o.ticket)

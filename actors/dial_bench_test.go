@@ -69,7 +69,6 @@ func BenchmarkDial(b *testing.B) {
 // reusable (it stays idle) or not (it closes).
 func dialOnce(b *testing.B, p *pool, h *routeHandle, reusable bool) {
 	o := &op{}
-	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
 	p.sys.Root.Send(h.PID, &o.req)
 	l, err := leased(b, &o.ticket)

@@ -49,7 +49,6 @@ type pool struct {
 	inc    atomic.Pointer[Incarnation]
 	wg     sync.WaitGroup // dials and idle watches of the connection actors
 	cancel context.CancelFunc
-	ids    atomic.Uint64 // ticket ids, unique per pool
 
 	mu      sync.Mutex
 	peers   []net.Conn
@@ -160,7 +159,7 @@ func (p *pool) route(name string) *routeHandle {
 
 // ask sends a LeaseRequest to h and returns its ticket.
 func (p *pool) ask(h *routeHandle) *wait.Ticket[Lease] {
-	t := &wait.Ticket[Lease]{ID: p.ids.Add(1)}
+	t := &wait.Ticket[Lease]{}
 	p.sys.Root.Send(h.PID, &LeaseRequest{Ticket: t})
 	return t
 }

@@ -101,7 +101,6 @@ type Pool struct {
 	closing    atomic.Bool
 	closed     chan struct{} // closed by Close: every wait selects on it
 	closeOnce  sync.Once
-	nextID     atomic.Uint64
 }
 
 // NewPool starts a pool's supervisor actor (in cfg.System, or in an actor

@@ -54,7 +54,6 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 		return nil, err
 	}
 	x.route = h
-	x.ticket.ID = p.nextID.Add(1)
 	x.leaseReq = LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
 	p.sys.Root.Send(h.PID, &x.leaseReq)
 	lease, err, why := await(l, &x.ticket, h.Done)

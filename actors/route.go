@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -121,7 +122,7 @@ type Route struct {
 	byPID   map[string]*connState
 	h2      map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID
 	idle    []*connState          // LRU first, MRU last
-	waiters WaitQueue[waiter]
+	waiters WaitQueue[*wait.Ticket[Lease], waiter]
 
 	spares spareConns // connection actors without a socket (route_conns.go)
 
@@ -288,7 +289,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 		m.Ticket.Reject(ErrQueueFull)
 		return
 	}
-	r.waiters.Push(m.Ticket.ID, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
+	r.waiters.Push(m.Ticket, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
 	if m.Fresh {
 		r.freshWaiters++
 	}
@@ -324,7 +325,7 @@ func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 // onLeaseCancelled drops a waiter that gave up, and takes back a connection
 // delivered to it just before it gave up.
 func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
-	if w, ok := r.waiters.Remove(m.Ticket.ID); ok {
+	if w, ok := r.waiters.Remove(m.Ticket); ok {
 		r.dequeued(w)
 	}
 	if m.TimedOut {

@@ -133,8 +133,8 @@ type Supervisor struct {
 	// fraction of iterating a map (BenchmarkLRUIdleRoute).
 	list     []*routeEntry
 	total    int
-	hostHeld map[string]int        // permits held per host (MaxConnsPerHost)
-	permits  WaitQueue[*actor.PID] // routes waiting for room, FIFO
+	hostHeld map[string]int                // permits held per host (MaxConnsPerHost)
+	permits  WaitQueue[uint64, *actor.PID] // routes waiting for room, FIFO (numbered by permitN)
 	permitN  uint64
 	evicting int // routes with an EvictIdleRequest unanswered (routeEntry.evicting)
 	roomN    int // routes with roomTotal set

@@ -127,7 +127,7 @@ func TestSemaphoreServesWaitersInArrivalOrder(t *testing.T) {
 	}
 	tks := make([]*Ticket[struct{}], 5)
 	for i := range tks {
-		tks[i] = &Ticket[struct{}]{ID: uint64(i)}
+		tks[i] = &Ticket[struct{}]{}
 		s.Enqueue(tks[i])
 	}
 	if s.TryAcquire() {
