@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -46,7 +46,7 @@ type pool struct {
 	tb     testing.TB
 	sys    *actor.ActorSystem
 	sup    *actor.PID
-	inc    atomic.Pointer[Incarnation]
+	supMB  *mailbox.Mailbox
 	wg     sync.WaitGroup // dials and idle watches of the connection actors
 	cancel context.CancelFunc
 
@@ -62,7 +62,7 @@ type poolOpt func(*SupervisorConfig)
 
 func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
 	tb.Helper()
-	p := &pool{tb: tb, refuse: map[string]error{}}
+	p := &pool{tb: tb, refuse: map[string]error{}, supMB: mailbox.New(SupervisorInlineBudget)}
 	life, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
@@ -77,12 +77,12 @@ func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
 		MaxConnsTotal: maxTotal,
 		Go:            p.goOwned,
 		Logger:        quiet,
-		Incarnation:   &p.inc,
+		Mailbox:       p.supMB,
 	}
 	for _, o := range opts {
 		o(cfg)
 	}
-	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg), actor.WithMailbox(SupervisorMailbox()),
+	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg), actor.WithMailbox(p.supMB.Producer()),
 		actor.WithSupervisor(sv.Route), actor.WithGuardian(SupervisorStrategy)))
 	tb.Cleanup(p.close)
 	return p

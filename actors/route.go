@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -98,9 +99,10 @@ type connState struct {
 	dial      DialTiming // reported with the first lease only
 	netConn   net.Conn
 	tlsState  *tls.ConnectionState
-	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
-	ep        *endpoint      // its address in the route's endpoint set (nil: none)
-	peer      netip.AddrPort // the address it reached (Dialed.Peer)
+	inbox     *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
+	proto     connProto        // HTTP/1.1 or HTTP/2 (route_proto.go)
+	ep        *endpoint        // its address in the route's endpoint set (nil: none)
+	peer      netip.AddrPort   // the address it reached (Dialed.Peer)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -112,6 +114,12 @@ type Route struct {
 	cfg  *RouteConfig
 	sup  *actor.PID
 	pub  *routePublished
+	mb   *mailbox.Mailbox // the route's own (routeParts); closed when it stops
+	// handling is the last request (LeaseRequest, RouteStatsRequest,
+	// CloseIdleRequest) the route took up: answered at once, unless the
+	// route failed while handling it, in which case its Stopping answers it
+	// (answering an answered ticket does nothing).
+	handling mailbox.Undeliverable
 
 	self *actor.PID
 	// permitReq is the route's PermitRequest, sent for every permit it asks
@@ -166,10 +174,11 @@ type queuedAt struct {
 	pos int
 }
 
-// NewRoute returns the producer of the route actor for k, reporting to sup.
-func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
+// NewRoute returns the producer of the route actor for k, reporting to sup,
+// made of parts.
+func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer {
 	return func() actor.Actor {
-		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
+		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
 			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
@@ -185,6 +194,10 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished
 func (r *Route) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	r.now = time.Time{}
+	switch m := msg.(type) {
+	case *LeaseRequest, *RouteStatsRequest, *CloseIdleRequest:
+		r.handling = m.(mailbox.Undeliverable)
+	}
 	if r.cfg.Fault != nil {
 		r.cfg.Fault("route", msg)
 	}
@@ -245,7 +258,10 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onStopping(ctx)
 	case *actor.Terminated:
 		r.onTerminated(ctx, m)
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+		r.mb.Close() // what reaches the route from now on is answered (Undeliverable)
+		return
+	case *actor.Restarting:
 		return
 	default:
 		r.cfg.Logger.Warn("route: unknown message", "route", r.name, "type", fmt.Sprintf("%T", m))
@@ -419,7 +435,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	if q.pos > 0 {
 		waited = now.Sub(q.at)
 	}
-	lease := Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
+	lease := Lease{ConnID: cs.id, Conn: cs.pid, Inbox: cs.inbox, Reused: cs.served > 0, IdleTime: idleFor,
 		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.proto.h2Conn()}
 	if !w.Ticket.Deliver(lease) {
 		return false
@@ -472,10 +488,21 @@ func (r *Route) removeIdle(cs *connState) {
 	cs.idleIdx = -1
 }
 
-// onStopping runs when the client closes (or the supervisor stops this route):
-// every waiter is answered, every socket closed and reported.
+// onStopping runs when the client closes, or the supervisor stops this route
+// (for a failure of the route's, too): every waiter is answered (the request
+// the route failed while handling too), every socket closed and reported.
+// Requests that reach the route from now on are answered by the route
+// (ErrRouteClosed) or, once it has stopped, by its mailbox.
+//
+// The waiters are answered first, and a failure while closing the sockets is
+// logged, not raised: a Stopping that panics would leave protoactor's stop
+// unfinished (the route would never stop, nor its mailbox close).
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
+	if r.handling != nil {
+		r.handling.Undelivered()
+		r.handling = nil
+	}
 	for {
 		_, w, ok := r.waiters.Pop()
 		if !ok {
@@ -484,6 +511,11 @@ func (r *Route) onStopping(ctx actor.Context) {
 		r.dequeued(w)
 		w.req.Ticket.Reject(ErrRouteClosed)
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			r.cfg.Logger.Error("connactor: route failed while closing its connections", "route", r.name, "reason", fmt.Sprint(v))
+		}
+	}()
 	for _, cs := range r.conns {
 		r.closeConn(ctx, cs, route.ReasonClientClosed)
 	}

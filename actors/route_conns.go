@@ -93,7 +93,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	cs.phase = phaseIdle // not on the idle list yet: available decides
 	r.endpointDialed(cs, m)
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
-	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
+	cs.netConn, cs.tlsState, cs.inbox = m.NetConn, m.TLSState, m.Inbox
 	r.proto = protoH1
 	if m.H2 != nil { // the protocol is decided here, once
 		h := &http2Conn{cs: cs, conn: m.H2}

@@ -326,7 +326,7 @@ func TestCloseAnswersQueuedAndLaterMessagesExactlyOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	<-inv.closed // what was queued before closeNow ran before it, in order
+	<-inv.closed                            // what was queued before closeNow ran before it, in order
 	m.PostUserMessage(closeable{&answered}) // after the close
 	if got := processed.Load() + answered.Load(); got != posters*each+1 {
 		t.Fatalf("%d processed + %d answered = %d, want %d", processed.Load(), answered.Load(), got, posters*each+1)
