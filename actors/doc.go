@@ -23,6 +23,9 @@
 //	                      a ticket in the semaphore's FIFO when full)
 //	caller -> supervisor  RouteRequest, on a route's first use only (the pool
 //	                      keeps the route's handle until its Done closes)
+//	caller                takes an idle HTTP/1.1 connection on offer in the
+//	                      route's outbox (a non-blocking receive: no message),
+//	                      or else:
 //	caller -> route       LeaseRequest: at once from the idle list or a free
 //	                      HTTP/2 stream, or the caller waits in the FIFO while
 //	  route -> supervisor   PermitRequest: the route may grow
@@ -40,7 +43,8 @@
 //	                      connection actor's inline mailbox)
 //	reader                the body's end calls the exchange's conn.Ender
 //	reader -> route       Released: the connection goes to the next waiter,
-//	                      or idle (route -> conn: WatchIdle), or closes
+//	                      or idle (route -> conn: WatchIdle; the route may
+//	                      offer it in its outbox), or closes
 //	                      (route -> supervisor: ConnClosed; route -> conn:
 //	                      RecycleRequest, answered Recycled, or a stop)
 //
@@ -82,10 +86,13 @@
 //	conn.RecycleRequest   conn.Recycled (or the actor stops itself)
 //
 // Everything else is an event, with no reply: LeaseCancelled, Released,
-// PermitReturned, ConnClosed, RoomWanted, ExpiryTicked, conn.WatchIdle,
-// conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted, conn.H2Closed,
-// the endpoints' EndpointsWatched, EndpointsUnwatched, EndpointsResolved and
-// ResolveSoon, and the fleet budget's shares.
+// OfferDeclined, PermitReturned, ConnClosed, RoomWanted, ExpiryTicked,
+// conn.WatchIdle, conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted,
+// conn.H2Closed, the endpoints' EndpointsWatched, EndpointsUnwatched,
+// EndpointsResolved and ResolveSoon, and the fleet budget's shares. The end
+// of a response body is told by a callback (conn.Ender, h2.Ender) on the
+// reader's goroutine, which releases the lease with Released at once: no
+// actor waits for it.
 //
 // # Endpoints
 //
@@ -101,9 +108,7 @@
 //	route -> resolver       ResolveSoon, when a dial fails to connect
 //
 // The route picks each dial's address (conn.DialRequest.To) from its
-// endpoint set and drains the addresses that leave it (endpoints.go). The end of a response body is told by a
-// callback (conn.Ender, h2.Ender) on the reader's goroutine, which releases
-// the lease with Released at once: no actor waits for it.
+// endpoint set and drains the addresses that leave it (endpoints.go).
 //
 // # Ownership
 //
@@ -118,6 +123,17 @@
 //     gauges); a decision taken on them is checked again by message.
 //   - A connection's socket reader and writer are lent to a response body or
 //     a request writer between an exchange's answer and its end (see conn).
+//   - The route's outbox (Route.outbox, route_outbox.go) is a buffered channel
+//     that only the route sends to, inside its Receive, and only while no
+//     caller waits in its FIFO: it offers idle HTTP/1.1 connections, at most
+//     offerDepth, the most recently used. A caller's lease first tries a
+//     non-blocking receive from it; taking an offer is receiving a message
+//     from the route, and the connection is then the caller's, exactly as if
+//     the route had granted it, until its Released (releases stay messages).
+//     The route takes offers back by receiving from its own outbox, before a
+//     caller queues and before it closes, evicts or expires idle connections:
+//     what it gets back was idle, what it cannot get back was leased. Its
+//     FIFO, the limits, LRU order, expiry and statistics stay the route's.
 //
 // A wait selects on nothing but its own ticket, its request's context and its
 // timer: never on a channel that every waiter shares, whose lock each park

@@ -266,3 +266,17 @@ func entryN(i int, pub *routePublished) *routeEntry {
 }
 
 func timeAfter10s() <-chan time.Time { return time.After(10 * time.Second) }
+
+// take takes an offer from h's outbox, as a caller's lease tries first;
+// false when the outbox is empty.
+func (p *pool) take(h *routeHandle) (Lease, bool) { return h.take(time.Now()) }
+
+// offers waits until h's outbox holds n offers (the route refills it after
+// the message that made connections idle).
+func (p *pool) offers(h *routeHandle, n int) {
+	p.tb.Helper()
+	p.stats(h) // everything sent so far is handled
+	if got := len(h.outbox); got != n {
+		p.tb.Fatalf("%d offers in the outbox, want %d", got, n)
+	}
+}

@@ -32,6 +32,7 @@ type Call struct {
 	timer    *time.Timer
 	started  time.Time // the request's start: a context's wait error says how long since then
 	waitFrom time.Time // when the timer was armed: a LeaseTimeout error says how long that wait was
+	queued   bool      // the call waited for admission: started is no longer now
 }
 
 // NewCall begins req's passage to route key, traced by tel (nil = not
@@ -44,6 +45,15 @@ func (p *Pool) NewCall(req *http.Request, key route.Key, tel *telemetry.Request)
 
 // Started is when the call began.
 func (l *Call) Started() time.Time { return l.started }
+
+// now is the time for a decision of the call's: when it began, read once,
+// unless it has waited since.
+func (l *Call) now() time.Time {
+	if l.queued {
+		return time.Now()
+	}
+	return l.started
+}
 
 // Context is the request's context.
 func (l *Call) Context() context.Context { return l.ctx }
@@ -64,6 +74,7 @@ func (l *Call) Admit() error {
 	if p.admission.TryAcquire() {
 		return nil
 	}
+	l.queued = true
 	t := &wait.Ticket[struct{}]{}
 	p.admission.Enqueue(t)
 	_, err, why := await(l, t)

@@ -37,6 +37,9 @@ type Exchange struct {
 // Lease obtains a connection of the call's route (or a stream of an HTTP/2
 // one, not avoid), waiting in the route's FIFO queue if need be. fresh asks
 // for a connection that has served no request (the replay after a stale one).
+// It first tries the route's outbox (an idle connection on offer, taken
+// without a message: see route_outbox.go), unless fresh or avoid rule a
+// re-used connection out; then it asks the route (a LeaseRequest).
 func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	p, key := l.p, l.key
 	x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip}
@@ -48,6 +51,12 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 		return nil, err
 	}
 	x.route = h
+	if !fresh && avoid == 0 {
+		if lease, ok := h.take(l.now()); ok {
+			x.ticket.Deliver(lease) // the lease's one record, as a granted one's (GiveBack)
+			return x.leased(lease), nil
+		}
+	}
 	x.leaseReq = LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
 	h.post(&x.leaseReq)
 	lease, err, why := await(l, &x.ticket)
@@ -71,7 +80,15 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	case err != nil:
 		return nil, dialError(key, err)
 	}
+	return x.leased(lease), nil
+}
+
+// leased records the lease the exchange got, for its caller's httptrace and
+// telemetry (the lease's wait in the route's histogram: on the caller's
+// goroutine, not in the route's Receive).
+func (x *Exchange) leased(lease Lease) *Exchange {
 	x.got = lease
+	x.route.tel.LeaseGranted(lease.Waited)
 	if x.trace != nil && x.trace.GotConn != nil {
 		x.trace.GotConn(httptrace.GotConnInfo{Conn: lease.NetConn, Reused: lease.Reused, WasIdle: lease.IdleTime > 0,
 			IdleTime: lease.IdleTime})
@@ -85,7 +102,7 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 		}
 		x.tel.LeaseGranted(info)
 	}
-	return x, nil
+	return x
 }
 
 // dialError is the error of a lease whose connection could not be dialed. A

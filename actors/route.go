@@ -81,6 +81,7 @@ const (
 	phaseDialing connPhase = iota
 	phaseIdle
 	phaseLeased
+	phaseOffered // in the outbox, or taken from it by a caller the route has not heard from
 )
 
 // connState is the route's record of one connection actor.
@@ -96,10 +97,12 @@ type connState struct {
 	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
 	served    int
 	idleIdx   int        // position in route.idle while idle
+	offerIdx  int        // position in route.offered while offered
 	dial      DialTiming // reported with the first lease only
 	netConn   net.Conn
 	tlsState  *tls.ConnectionState
 	inbox     *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
+	ref       *connRef         // what an offer of it carries (HTTP/1.1, once dialed)
 	proto     connProto        // HTTP/1.1 or HTTP/2 (route_proto.go)
 	ep        *endpoint        // its address in the route's endpoint set (nil: none)
 	peer      netip.AddrPort   // the address it reached (Dialed.Peer)
@@ -132,6 +135,28 @@ type Route struct {
 	idle    []*connState          // LRU first, MRU last
 	waiters WaitQueue[*wait.Ticket[Lease], waiter]
 
+	// outbox holds idle HTTP/1.1 connections the route offers while nobody
+	// waits in its FIFO (route_outbox.go has the rules). Only the route sends
+	// to it, inside Receive, and only while waiters is empty; callers
+	// receive from it without blocking (routeHandle.take), and a caller that
+	// receives an offer holds the connection as if the route had granted it,
+	// until its Released. The route takes offers back by receiving from it
+	// (takeBack) before a caller queues and before it closes, evicts or
+	// expires idle connections: what it gets back was idle, what it cannot
+	// get back was leased. At most offerDepth offers, the most recently used
+	// idle connections, so that the others expire as idle ones do.
+	outbox chan offer
+	// offered are the connections the route put in the outbox and has not
+	// taken back or heard from since: each is in the outbox or held by a
+	// caller (connState.offerIdx).
+	offered []*connState
+	// offerLRU is the earliest idle time of the connections offered since the
+	// outbox was last taken back (unix nanos; 0 = none): with the idle list's
+	// head, what the route publishes as its least recently used idle
+	// connection (an offer taken since makes it look older than it is, until
+	// the next take-back, at the latest the next expiry tick).
+	offerLRU int64
+
 	spares spareConns // connection actors without a socket (route_conns.go)
 
 	dialing, permitsPending int
@@ -154,6 +179,7 @@ type Route struct {
 	now time.Time // the current message's time (clock); zero until asked
 
 	opened, closedN, leases, reuses uint64
+	offeredN                        uint64 // leases taken from the outbox
 	dialFailures, leaseTimeouts     uint64
 	queueFull                       uint64 // callers refused with ErrQueueFull
 	closedBy                        map[string]uint64
@@ -178,10 +204,9 @@ type queuedAt struct {
 // made of parts.
 func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer {
 	return func() actor.Actor {
-		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb,
+		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, outbox: parts.outbox,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
-			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
-			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
+			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
 		return r
@@ -212,6 +237,9 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onPermit(ctx)
 	case *RoomWanted:
 		r.roomWanted, r.shed = m.Wanted, m.Shed
+		if m.Wanted {
+			r.takeBack() // nothing stays on offer while room is wanted
+		}
 		if m.Wanted && !m.Shed && len(r.idle) > 0 {
 			// The supervisor saw nothing idle when it asked: a connection
 			// that went idle since is the room it wants. Above a fleet
@@ -224,6 +252,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
+	case *OfferDeclined:
+		r.onOfferDeclined(ctx, m)
 	case *conn.Recycled:
 		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:
@@ -238,10 +268,12 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onEvictIdle(ctx)
 		return // answered after publishing (see onEvictIdle)
 	case *ExpiryTicked:
+		r.takeBack()
 		r.onExpire(ctx, m.Now)
 		r.warnLongWait(m.Now)
 		r.expireSpares(ctx, m.Now)
 	case *CloseIdleRequest:
+		r.takeBack()
 		n := len(r.idle)
 		for len(r.idle) > 0 {
 			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
@@ -268,6 +300,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.wantConns(ctx)
+	r.refill()
 	r.publish()
 }
 
@@ -305,6 +338,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 		m.Ticket.Reject(ErrQueueFull)
 		return
 	}
+	r.takeBack() // no caller queues while an offer waits in the outbox
 	r.waiters.Push(m.Ticket, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
 	if m.Fresh {
 		r.freshWaiters++
@@ -327,7 +361,10 @@ func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 		cs = nil
 	}
 	if cs == nil && r.waiters.Len() == r.freshWaiters {
-		cs = r.popIdle(ctx)
+		if cs = r.popIdle(ctx); cs == nil && len(r.offered) > 0 {
+			r.takeBack() // what is still on offer serves m rather than a later caller
+			cs = r.popIdle(ctx)
+		}
 	}
 	if cs == nil {
 		return false
@@ -348,7 +385,11 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 		r.leaseTimeouts++
 	}
 	if l, ok := m.Ticket.Returned(); ok {
-		if cs := r.conns[l.ConnID]; cs != nil && cs.phase == phaseLeased {
+		switch cs := r.conns[l.ConnID]; {
+		case cs == nil:
+		case l.Offered:
+			r.offerBack(ctx, cs) // taken from the outbox, given back untouched
+		case cs.phase == phaseLeased:
 			// Untouched: it goes back as it was, keeping its idle caps.
 			cs.proto.takenBack()
 			r.available(ctx, cs, r.clock())
@@ -390,6 +431,10 @@ func (r *Route) warnLongWait(now time.Time) {
 
 func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	cs := r.conns[m.ConnID]
+	if cs != nil && cs.phase == phaseOffered {
+		r.unoffer(cs)
+		r.taken(cs) // taken from the outbox: its lease is counted now
+	}
 	if cs == nil || cs.phase != phaseLeased {
 		return // closed meanwhile (client close)
 	}
@@ -440,11 +485,13 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	if !w.Ticket.Deliver(lease) {
 		return false
 	}
+	if r.cfg.Fault != nil {
+		r.cfg.Fault("granted", w)
+	}
 	cs.proto.granted(r, cs)
 	if q.pos > 0 {
 		r.recentWaits.add(route.Wait{At: now, Waited: waited, QueuePos: q.pos})
 	}
-	r.tel.LeaseGranted(waited)
 	cs.phase = phaseLeased
 	cs.idleSince = time.Time{}
 	cs.leasedAt = now
@@ -499,6 +546,7 @@ func (r *Route) removeIdle(cs *connState) {
 // unfinished (the route would never stop, nor its mailbox close).
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
+	r.takeBack() // offers taken are leased, and closed with the others
 	if r.handling != nil {
 		r.handling.Undelivered()
 		r.handling = nil

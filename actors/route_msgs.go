@@ -71,6 +71,18 @@ type Lease struct {
 	// holder calls H2.RoundTrip on its own goroutine instead of sending an
 	// ExchangeRequest, and sends Released when the stream is over.
 	H2 *h2.Conn
+	// Offered says the caller took the connection from the route's outbox
+	// (no LeaseRequest): the route learns of the lease from its Released.
+	Offered bool
+}
+
+// OfferDeclined is sent by a caller to the route whose outbox it took an
+// offer from past the connection's due time (the route would have retired
+// it by then; At is the caller's time): the connection comes back unused,
+// and the route closes it. No reply. The caller then leases another way.
+type OfferDeclined struct {
+	ConnID uint64
+	At     time.Time
 }
 
 // DialTiming says how long a connection's dial took (Took), of which TCP

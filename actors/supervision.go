@@ -59,6 +59,8 @@ var SupervisorStrategy = actor.NewOneForOneStrategy(100, 10*time.Second,
 
 // FaultHook, when set in a config, is called at the start of every Receive of
 // the route actors and the supervisor with the actor's kind ("route",
-// "supervisor") and the message. It exists for fault-injection tests, which
-// panic in it to fail an actor as a bug would; production configs leave it nil.
+// "supervisor") and the message, and by a route when it grants a lease, with
+// "granted" and the LeaseRequest. It exists for fault-injection tests, which
+// panic in it to fail an actor as a bug would, and for tests that watch the
+// order of events; production configs leave it nil.
 type FaultHook func(kind string, msg any)

@@ -254,7 +254,9 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		m.Ticket.Deliver(e.h)
 		return
 	}
-	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget)}
+	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget),
+		outbox: make(chan offer, max(1, min(offerDepth, s.cfg.Route.MaxConnsPerRoute))),
+		tel:    s.cfg.Route.Tel.Route(m.Key.Scheme, m.Key.Host, m.Key.Port)}
 	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
@@ -264,8 +266,9 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(parts.mb.Producer()))
 	pid := ctx.Spawn(props)
 	done := make(chan struct{})
-	e := &routeEntry{h: &routeHandle{Key: m.Key, PID: pid, Pub: parts.pub, Fleet: fp, Done: done, mb: parts.mb},
-		host: m.Key.Addr(), done: done}
+	h := &routeHandle{Key: m.Key, PID: pid, Pub: parts.pub, Fleet: fp, Done: done,
+		mb: parts.mb, outbox: parts.outbox, tel: parts.tel}
+	e := &routeEntry{h: h, host: m.Key.Addr(), done: done}
 	s.addRoute(e)
 	s.fleetRouteStarted(e)
 	s.watchEndpoints(ctx, e)

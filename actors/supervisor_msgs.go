@@ -8,6 +8,7 @@ import (
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
 )
 
 // RouteRequest is posted by the pool to the supervisor's mailbox to find (or
@@ -42,17 +43,23 @@ type routeHandle struct {
 	Fleet *fleetPublished
 	Done  <-chan struct{}
 	mb    *mailbox.Mailbox
+	// outbox is the route's outbox (Route.outbox): callers take offers from
+	// it (take); only the route sends.
+	outbox <-chan offer
+	tel    *telemetry.Route // the route's telemetry (nil = none): callers record their lease's wait
 }
 
 // post sends msg to the route actor through its mailbox.
 func (h *routeHandle) post(msg any) { h.mb.PostUserMessage(msg) }
 
 // routeParts are what the supervisor makes for a route actor before spawning
-// it, and hands to it: the counters it publishes, and its mailbox, which
-// outlives it (the actor closes it when it stops).
+// it, and hands to it: the counters it publishes, its mailbox, which
+// outlives it (the actor closes it when it stops), and its outbox.
 type routeParts struct {
-	pub *routePublished
-	mb  *mailbox.Mailbox
+	pub    *routePublished
+	mb     *mailbox.Mailbox
+	outbox chan offer
+	tel    *telemetry.Route
 }
 
 // fleetPublished is a route's fleet budget as the supervisor enforces it
