@@ -212,9 +212,9 @@ func (m *Mailbox) run(first any, limit int) {
 }
 
 // process runs messages until the queues are empty (idle: the mailbox was
-// given up) or limit were processed. A panic in the actor is escalated to its
-// supervisor, as in the default mailbox, and ends the call (not idle): the
-// SuspendMailbox that the escalation posts comes next.
+// given up) or limit were processed with more left. A panic in the actor is
+// escalated to its supervisor, as in the default mailbox, and ends the call
+// (not idle): the SuspendMailbox that the escalation posts comes next.
 func (m *Mailbox) process(first any, limit int) (n int, idle bool) {
 	msg := first
 	defer func() {
@@ -242,7 +242,20 @@ func (m *Mailbox) process(first any, limit int) (n int, idle bool) {
 			m.invoker.InvokeUserMessage(msg)
 		}
 	}
-	return n, false
+	return n, m.giveUpIfDone()
+}
+
+// giveUpIfDone gives the mailbox up if nothing is left that it may process,
+// and reports whether it did: a runner whose budget is spent hands the rest
+// to a goroutine only when there is a rest.
+func (m *Mailbox) giveUpIfDone() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.system.len() > 0 || !m.suspended && (m.user.len() > 0 || m.at < len(m.batch)) {
+		return false
+	}
+	m.running = false
+	return true
 }
 
 // next returns the next message to process and whether it is a system

@@ -361,3 +361,24 @@ func (c *closingInvoker) InvokeUserMessage(msg any) {
 	}
 }
 func (c *closingInvoker) EscalateFailure(any, any) {}
+
+// A sender whose message used the whole budget hands nothing to a goroutine
+// when nothing is left: a budget of 1 (the connection actors') runs each
+// message on its sender's goroutine and starts none.
+func TestASpentBudgetStartsNoGoroutineWhenNothingIsLeft(t *testing.T) {
+	m := New(1)
+	inv := &countingInvoker{}
+	m.RegisterHandlers(inv, nil)
+	me := goid()
+	for i := 0; i < 100; i++ {
+		m.PostUserMessage(i)
+		if m.isRunning() {
+			t.Fatalf("message %d: the mailbox is still running after its sender's post returned", i)
+		}
+	}
+	for i, g := range inv.goroutines() {
+		if g != me {
+			t.Fatalf("message %d ran on goroutine %d, not its sender's", i, g)
+		}
+	}
+}
