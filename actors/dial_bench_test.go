@@ -107,3 +107,17 @@ func reportCPU(b *testing.B) func() {
 		}
 	}
 }
+
+// reportUsage starts measuring the process's CPU time and context switches;
+// the function it returns reports them per op as cpu-ns/op and ctxsw/op
+// (nothing where they cannot be read).
+func reportUsage(b *testing.B) func() {
+	cpu0, sw0, ok := usage()
+	return func() {
+		cpu1, sw1, ok2 := usage()
+		if ok && ok2 && b.N > 0 {
+			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(sw1-sw0)/float64(b.N), "ctxsw/op")
+		}
+	}
+}
