@@ -19,6 +19,7 @@ package conn
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -72,6 +73,10 @@ type Options struct {
 	// with "conn" and each message at the start of Receive; tests panic in it
 	// to fail the actor as a bug would.
 	Fault func(kind string, msg any)
+	// IdleWatchDelay replaces the package's IdleWatchDelay when set (0 = that
+	// default): tests push the watch out to leave a server's close of an idle
+	// connection to the probe.
+	IdleWatchDelay time.Duration
 	// Go starts a goroutine owned by the client (dials and idle watchers), which
 	// waits for them on Close. It must not be nil.
 	Go     func(func())
@@ -348,7 +353,7 @@ func (c *Actor) onWatchIdle() {
 		return
 	}
 	if c.watchDelay == 0 {
-		c.watchDelay = IdleWatchDelay
+		c.watchDelay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
 	}
 	c.watchDue.Store(monoNow() + int64(c.watchDelay))
 	c.watchState.Store(watchArmed)
@@ -425,7 +430,7 @@ func (c *Actor) stopWatch() error {
 		c.broken = true
 		return err
 	}
-	c.watchDelay = min(2*c.watchDelay, MaxIdleWatchDelay) // this watch was wasted: look later next time
+	c.watchDelay = min(2*c.watchDelay, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay)) // this watch was wasted: look later next time
 	return nil
 }
 
