@@ -102,7 +102,7 @@ type connState struct {
 	netConn   net.Conn
 	tlsState  *tls.ConnectionState
 	inbox     *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
-	ref       *connRef         // what an offer of it carries (HTTP/1.1, once dialed)
+	ref       connRef          // what an offer of it carries (HTTP/1.1, once dialed; never changed after)
 	proto     connProto        // HTTP/1.1 or HTTP/2 (route_proto.go)
 	ep        *endpoint        // its address in the route's endpoint set (nil: none)
 	peer      netip.AddrPort   // the address it reached (Dialed.Peer)

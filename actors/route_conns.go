@@ -100,7 +100,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
 		r.refreshH2(h)
 	} else {
-		cs.ref = &connRef{id: cs.id, pid: cs.pid, inbox: cs.inbox, netConn: cs.netConn, tlsState: cs.tlsState}
+		cs.ref = connRef{id: cs.id, pid: cs.pid, inbox: cs.inbox, netConn: cs.netConn, tlsState: cs.tlsState}
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, cs.peer, m.Took)
