@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -34,24 +33,22 @@ func BenchmarkPoolRequest(b *testing.B) {
 			}
 			b.Cleanup(func() { p.Close(b.Context()) })
 			url := "http://" + srv.Addr().String() + "/13"
-			buf := make([]byte, 64)
-			if err := benchGet(p, url, buf); err != nil {
+			if err := benchGet(p, url); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			done := reportUsage(b)
 			if callers == 1 {
 				for b.Loop() {
-					if err := benchGet(p, url, buf); err != nil {
+					if err := benchGet(p, url); err != nil {
 						b.Fatal(err)
 					}
 				}
 			} else {
 				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
 				b.RunParallel(func(pb *testing.PB) {
-					buf := make([]byte, 64)
 					for pb.Next() {
-						if err := benchGet(p, url, buf); err != nil {
+						if err := benchGet(p, url); err != nil {
 							b.Error(err)
 							return
 						}
@@ -63,7 +60,7 @@ func BenchmarkPoolRequest(b *testing.B) {
 	}
 }
 
-func benchGet(p *Pool, url string, buf []byte) error {
+func benchGet(p *Pool, url string) error {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -72,23 +69,12 @@ func benchGet(p *Pool, url string, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	n := 0
-	for {
-		m, rerr := resp.Body.Read(buf)
-		n += m
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			resp.Body.Close()
-			return rerr
-		}
-	}
+	n, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if n != 13 {
-		return fmt.Errorf("%d bytes", n)
+	if err == nil && n != 13 {
+		err = fmt.Errorf("%d bytes", n)
 	}
-	return nil
+	return err
 }
 
 // cannedResponse is a 13-byte response, like cmd/connbench's /13.
@@ -115,21 +101,7 @@ func startCanned(b *testing.B) net.Listener {
 			mu.Unlock()
 			wg.Go(func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					for {
-						line, err := br.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(line) <= 2 {
-							break
-						}
-					}
-					if _, err := io.WriteString(c, cannedResponse); err != nil {
-						return
-					}
-				}
+				serveCanned(c, cannedResponse)
 			})
 		}
 	})

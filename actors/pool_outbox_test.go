@@ -8,10 +8,10 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 	"github.com/connactor/connactor/route"
 )
 
@@ -51,65 +51,14 @@ func newHalfCloser(t *testing.T) *halfCloser {
 func (s *halfCloser) serve(nc *net.TCPConn) {
 	defer nc.Close()
 	br := bufio.NewReader(nc)
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return
-		}
-		if len(line) <= 2 {
-			break
-		}
+	if skipHead(br) != nil {
+		return
 	}
 	io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	nc.CloseWrite()
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, _ := io.Copy(io.Discard, br)
 	s.done <- int(n)
-}
-
-// sockets remembers the pool's sockets, to wait for the server's FIN in the
-// last one.
-type sockets struct {
-	mu   sync.Mutex
-	last net.Conn
-}
-
-func (s *sockets) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
-	if err == nil {
-		s.mu.Lock()
-		s.last = nc
-		s.mu.Unlock()
-	}
-	return nc, err
-}
-
-// waitFIN waits until the last socket holds the server's FIN, without
-// reading it.
-func (s *sockets) waitFIN(t *testing.T) {
-	t.Helper()
-	s.mu.Lock()
-	nc := s.last
-	s.mu.Unlock()
-	rc, err := nc.(syscall.Conn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var buf [1]byte
-		var rerr error
-		if err := rc.Read(func(fd uintptr) bool {
-			_, _, rerr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			return true
-		}); err != nil || rerr != syscall.EAGAIN {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server's FIN never arrived")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // An offered connection that the server closed is never used for a request,
@@ -121,8 +70,8 @@ func (s *sockets) waitFIN(t *testing.T) {
 // every GET gets its 200, and the server sees no byte after any FIN.
 func TestAnOfferedConnectionTheServerClosedIsNeverUsedForARequest(t *testing.T) {
 	srv := newHalfCloser(t)
-	var socks sockets
-	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, DialContext: socks.dial})
+	var last faultserver.LastConn
+	p := newTestPool(t, PoolConfig{MaxConnsPerRoute: 1, DialContext: last.Dial})
 	p.connOpt.IdleWatchDelay = time.Hour // before the first connection: the probe finds the FIN, not the watch
 	url := "http://" + srv.ln.Addr().String() + "/"
 	const gets = 10
@@ -130,7 +79,12 @@ func TestAnOfferedConnectionTheServerClosedIsNeverUsedForARequest(t *testing.T) 
 		if got := get(t, p, url); got != "ok" {
 			t.Fatalf("GET %d: %q", i, got)
 		}
-		socks.waitFIN(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := last.WaitFIN(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	st := snapshot(t, p).Routes[0]
 	if st.Offered != gets-1 {

@@ -31,24 +31,32 @@ func (s *pipeServer) dial(context.Context, string, string) (net.Conn, error) {
 	s.mu.Lock()
 	s.cs = append(s.cs, peer)
 	s.mu.Unlock()
-	s.wg.Go(func() { // owned by s.wg, waited for by close
-		br := bufio.NewReader(peer)
-		for {
-			for {
-				line, err := br.ReadSlice('\n')
-				if err != nil {
-					return
-				}
-				if len(line) <= 2 {
-					break
-				}
-			}
-			if _, err := io.WriteString(peer, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
-				return
-			}
-		}
-	})
+	s.wg.Go(func() { serveCanned(peer, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") }) // owned by s.wg, waited for by close
 	return c, nil
+}
+
+// serveCanned answers every request head (no body) on c with resp, until c
+// fails or closes.
+func serveCanned(c net.Conn, resp string) {
+	br := bufio.NewReader(c)
+	for skipHead(br) == nil {
+		if _, err := io.WriteString(c, resp); err != nil {
+			return
+		}
+	}
+}
+
+// skipHead reads one request head, to its blank line.
+func skipHead(br *bufio.Reader) error {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(line) <= 2 {
+			return nil
+		}
+	}
 }
 
 func (s *pipeServer) close() {
