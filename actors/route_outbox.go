@@ -253,10 +253,11 @@ func (r *Route) unlease(cs *connState) bool {
 
 // offerBack takes back a connection a caller took from the outbox and gave
 // back unused (its request was given up before anything was written): closed
-// if it is due, to the oldest waiter that can take it, or back on the idle
-// list as it was (idle since it was last used).
+// if its address left the resolved set or it is due, to the oldest waiter that
+// can take it, or back on the idle list as it was (idle since it was last
+// used).
 func (r *Route) offerBack(ctx actor.Context, cs *connState) {
-	if !r.unlease(cs) {
+	if !r.unlease(cs) || r.drained(ctx, cs) {
 		return
 	}
 	now := r.clock()
