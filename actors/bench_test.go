@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/connactor/connactor/internal/wait"
 )
@@ -31,8 +32,19 @@ type op struct {
 // leaseRelease is one uncontended lease+release on h, as the pool does
 // it (the release is asynchronous: the next lease queues behind it).
 func leaseRelease(b *testing.B, p *pool, h *routeHandle) {
+	leaseReleaseVia(b, p, h, false)
+}
+
+// leaseReleaseVia is leaseRelease, trying the route's outbox first when
+// outbox is set, as Call.Lease does.
+func leaseReleaseVia(b *testing.B, p *pool, h *routeHandle, outbox bool) {
+	if outbox {
+		if l, ok := h.take(time.Now()); ok {
+			p.release(h, true, l)
+			return
+		}
+	}
 	o := &op{}
-	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
 	p.sys.Root.Send(h.PID, &o.req)
 	l, err := leased(b, &o.ticket)
@@ -49,7 +61,10 @@ func leaseRelease(b *testing.B, p *pool, h *routeHandle) {
 // 100,000 queued waiters; parallel64/conns=C: 64 callers on one route with C
 // idle connections (with 16, callers queue); chanpool/conns=C: the same 64
 // callers taking and putting back C tokens of a buffered channel, what a pool
-// without actors (connbench's pool+std) pays for the same, to compare.
+// without actors (connbench's pool+std) pays for the same, to compare;
+// outbox/callers=N/conns=C: N callers on C idle connections, each taking an
+// offer from the route's outbox first, as the pool's leases do
+// (offered/lease: the share of leases that took one).
 func BenchmarkLeaseRelease(b *testing.B) {
 	for _, routes := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("uncontended/routes=%d", routes), func(b *testing.B) {
@@ -95,6 +110,29 @@ func BenchmarkLeaseRelease(b *testing.B) {
 					leaseRelease(b, p, h)
 				}
 			})
+		})
+	}
+	for _, c := range []struct{ callers, conns int }{{1, 1}, {16, 16}, {64, 64}, {64, 16}} {
+		b.Run(fmt.Sprintf("outbox/callers=%d/conns=%d", c.callers, c.conns), func(b *testing.B) {
+			p := newPool(b, c.conns, c.conns)
+			h := p.idleRoute(hostN(0), c.conns)
+			b.ReportAllocs()
+			done := reportUsage(b)
+			if c.callers == 1 {
+				for b.Loop() {
+					leaseReleaseVia(b, p, h, true)
+				}
+			} else {
+				b.SetParallelism(max(1, c.callers/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						leaseReleaseVia(b, p, h, true)
+					}
+				})
+			}
+			done()
+			st := p.stats(h)
+			b.ReportMetric(float64(st.Offered)/float64(max(st.Leases, 1)), "offered/lease")
 		})
 	}
 	for _, conns := range []int{64, 16} {

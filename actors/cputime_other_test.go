@@ -6,3 +6,6 @@ import "time"
 
 // cpuTime cannot read the process's CPU time here.
 func cpuTime() (time.Duration, bool) { return 0, false }
+
+// usage cannot read the process's CPU time here.
+func usage() (time.Duration, int64, bool) { return 0, 0, false }

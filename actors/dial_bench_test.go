@@ -69,7 +69,6 @@ func BenchmarkDial(b *testing.B) {
 // reusable (it stays idle) or not (it closes).
 func dialOnce(b *testing.B, p *pool, h *routeHandle, reusable bool) {
 	o := &op{}
-	o.ticket.ID = p.ids.Add(1)
 	o.req.Ticket = &o.ticket
 	p.sys.Root.Send(h.PID, &o.req)
 	l, err := leased(b, &o.ticket)
@@ -105,6 +104,20 @@ func reportCPU(b *testing.B) func() {
 		end, ok2 := cpuTime()
 		if ok && ok2 && b.N > 0 {
 			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
+// reportUsage starts measuring the process's CPU time and context switches;
+// the function it returns reports them per op as cpu-ns/op and ctxsw/op
+// (nothing where they cannot be read).
+func reportUsage(b *testing.B) func() {
+	cpu0, sw0, ok := usage()
+	return func() {
+		cpu1, sw1, ok2 := usage()
+		if ok && ok2 && b.N > 0 {
+			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(sw1-sw0)/float64(b.N), "ctxsw/op")
 		}
 	}
 }

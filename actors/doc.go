@@ -10,7 +10,7 @@
 // route's connections, idle list and FIFO of waiting callers, and enforces
 // MaxConnsPerRoute. A connection actor (conn.Actor, one per socket, a child of
 // its route) dials and does the I/O with net/http's machinery. Their mailboxes
-// are inline-first (InlineMailbox): a message to an idle actor runs on the
+// are inline-first (internal/mailbox): a message to an idle actor runs on the
 // sender's goroutine, so most hops below cost no goroutine switch.
 //
 // # The life of a request
@@ -23,6 +23,9 @@
 //	                      a ticket in the semaphore's FIFO when full)
 //	caller -> supervisor  RouteRequest, on a route's first use only (the pool
 //	                      keeps the route's handle until its Done closes)
+//	caller                takes an idle HTTP/1.1 connection on offer in the
+//	                      route's outbox (a non-blocking receive: no message),
+//	                      or else:
 //	caller -> route       LeaseRequest: at once from the idle list or a free
 //	                      HTTP/2 stream, or the caller waits in the FIFO while
 //	  route -> supervisor   PermitRequest: the route may grow
@@ -40,7 +43,8 @@
 //	                      connection actor's inline mailbox)
 //	reader                the body's end calls the exchange's conn.Ender
 //	reader -> route       Released: the connection goes to the next waiter,
-//	                      or idle (route -> conn: WatchIdle), or closes
+//	                      or idle (route -> conn: WatchIdle; the route may
+//	                      offer it in its outbox), or closes
 //	                      (route -> supervisor: ConnClosed; route -> conn:
 //	                      RecycleRequest, answered Recycled, or a stop)
 //
@@ -53,12 +57,11 @@
 //	conn -> route         StreamsChanged, DrainStarted, H2Closed: the
 //	                      connection's own news, from its event goroutine
 //
-// A caller that gives up (its context, LeaseTimeout, Close) cancels its
-// ticket and sends LeaseCancelled: the route drops it from the FIFO and takes
-// back a lease that crossed the cancel. A route or supervisor that fails
-// closes its routes' Done channels, which every wait selects on. Replays (a
-// stale re-used HTTP/1.1 connection, a refused HTTP/2 stream) are new
-// attempts of the same Call (Exchange.Replay says which are safe).
+// A caller that gives up (its context, LeaseTimeout) cancels its ticket and
+// sends LeaseCancelled: the route drops it from the FIFO and takes back a
+// lease that crossed the cancel. Replays (a stale re-used HTTP/1.1
+// connection, a refused HTTP/2 stream) are new attempts of the same Call
+// (Exchange.Replay says which are safe).
 //
 // # Requests and events
 //
@@ -83,10 +86,13 @@
 //	conn.RecycleRequest   conn.Recycled (or the actor stops itself)
 //
 // Everything else is an event, with no reply: LeaseCancelled, Released,
-// PermitReturned, ConnClosed, RoomWanted, ExpiryTicked, conn.WatchIdle,
-// conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted, conn.H2Closed,
-// the endpoints' EndpointsWatched, EndpointsUnwatched, EndpointsResolved and
-// ResolveSoon, and the fleet budget's shares.
+// OfferDeclined, PermitReturned, ConnClosed, RoomWanted, ExpiryTicked,
+// conn.WatchIdle, conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted,
+// conn.H2Closed, the endpoints' EndpointsWatched, EndpointsUnwatched,
+// EndpointsResolved and ResolveSoon, and the fleet budget's shares. The end
+// of a response body is told by a callback (conn.Ender, h2.Ender) on the
+// reader's goroutine, which releases the lease with Released at once: no
+// actor waits for it.
 //
 // # Endpoints
 //
@@ -102,7 +108,51 @@
 //	route -> resolver       ResolveSoon, when a dial fails to connect
 //
 // The route picks each dial's address (conn.DialRequest.To) from its
-// endpoint set and drains the addresses that leave it (endpoints.go). The end of a response body is told by a
-// callback (conn.Ender, h2.Ender) on the reader's goroutine, which releases
-// the lease with Released at once: no actor waits for it.
+// endpoint set and drains the addresses that leave it (endpoints.go).
+//
+// # Ownership
+//
+// All of an actor's state is touched only inside its Receive. What leaves it
+// does so in one of these ways, each with its rule:
+//
+//   - A ticket (wait.Ticket) is answered exactly once, by the actor that
+//     holds the request; a waiter that gives up cancels it, and what crossed
+//     the cancel goes back to the actor by message (LeaseCancelled).
+//   - Published counters (routePublished, fleetPublished) have one writer,
+//     the actor, and readers that only look (the supervisor's ticks, the
+//     gauges); a decision taken on them is checked again by message.
+//   - A connection's socket reader and writer are lent to a response body or
+//     a request writer between an exchange's answer and its end (see conn).
+//   - The route's outbox (Route.outbox, route_outbox.go) is a buffered channel
+//     that only the route sends to, inside its Receive, and only while no
+//     caller waits in its FIFO: it offers idle HTTP/1.1 connections, at most
+//     offerDepth, the most recently used. A caller's lease first tries a
+//     non-blocking receive from it; taking an offer is receiving a message
+//     from the route, and the connection is then the caller's, exactly as if
+//     the route had granted it, until its Released (releases stay messages).
+//     The route takes offers back by receiving from its own outbox, before a
+//     caller queues and before it closes, evicts or expires idle connections:
+//     what it gets back was idle, what it cannot get back was leased. Its
+//     FIFO, the limits, LRU order, expiry and statistics stay the route's.
+//
+// A wait selects on nothing but its own ticket, its request's context and its
+// timer: never on a channel that every waiter shares, whose lock each park
+// and wake of every waiter would take. Whoever ends a queue answers every
+// ticket in it:
+//
+//   - the admission queue: Pool.Close (wait.Semaphore.Close);
+//   - a route's FIFO: the route's Stopping, whatever stops it (Close, its own
+//     failure, the supervisor's), which also answers the request it failed
+//     on;
+//   - requests still in an actor's mailbox, or posted after the actor
+//     stopped: the mailbox, which the actor closes when it has stopped
+//     (internal/mailbox's Close). Callers post to the mailbox itself, not to
+//     the actor's PID (which protoactor forgets when the actor stops), and the
+//     mailbox outlives the actor: the supervisor makes each route's and keeps
+//     it in the route's handle, the pool makes the supervisor's, which
+//     survives its restarts, and a connection actor's travels in its Dialed;
+//   - the RouteRequest the supervisor failed on: the failed instance, as it
+//     restarts (ErrSupervisorFailed);
+//   - an exchange: its connection actor, whose Stopping answers the one it
+//     failed on.
 package actors

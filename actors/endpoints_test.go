@@ -266,7 +266,7 @@ func TestTheSupervisorKeepsOneResolverPerHost(t *testing.T) {
 		h := newSupHarness(t, 8, func(hh *supHarness, cfg *SupervisorConfig) {
 			cfg.Route.Endpoints = &EndpointsConfig{Resolver: res, Refresh: time.Hour, Timeout: time.Second,
 				Life: cfg.Route.Life, Go: cfg.Go, Logger: quiet}
-			cfg.NewRoute = func(k route.Key, _ *RouteConfig, _ *actor.PID, _ *routePublished) actor.Producer {
+			cfg.NewRoute = func(k route.Key, _ *RouteConfig, _ *actor.PID, _ routeParts) actor.Producer {
 				return func() actor.Actor { return &endpointsRoute{key: k, events: hh.events, resolvers: resolvers} }
 			}
 		})

@@ -56,9 +56,9 @@ type ProxyConnectError = conn.ProxyConnectError
 // client.
 var ErrRouteClosed = errors.New("actors: route closed")
 
-// ErrRouteFailed is what a wait on a route actor learns when the route actor
-// stopped without answering (it panicked, or the supervisor failed and took
-// its routes down): the route's Done channel closed first. Nothing was sent.
+// ErrRouteFailed is what a lease learns when the route actor stopped before
+// serving it (it panicked, or the supervisor failed and took its routes
+// down), and the pool is not closing. Nothing was sent.
 var ErrRouteFailed = errors.New("actors: route actor failed")
 
 // ErrClosing rejects RouteRequests once the client is closing: the supervisor
@@ -66,8 +66,8 @@ var ErrRouteFailed = errors.New("actors: route actor failed")
 var ErrClosing = errors.New("actors: supervisor closing")
 
 // ErrSupervisorFailed is what a RouteRequest learns when the supervisor failed
-// before answering it (its Incarnation ended). Nothing was sent; the next
-// request reaches the restarted supervisor.
+// while handling it. Nothing was sent; the next request reaches the
+// restarted supervisor.
 var ErrSupervisorFailed = errors.New("actors: supervisor failed")
 
 // notSentError marks err as a failure before anything was sent. It keeps err's

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -46,10 +46,9 @@ type pool struct {
 	tb     testing.TB
 	sys    *actor.ActorSystem
 	sup    *actor.PID
-	inc    atomic.Pointer[Incarnation]
+	supMB  *mailbox.Mailbox
 	wg     sync.WaitGroup // dials and idle watches of the connection actors
 	cancel context.CancelFunc
-	ids    atomic.Uint64 // ticket ids, unique per pool
 
 	mu      sync.Mutex
 	peers   []net.Conn
@@ -63,7 +62,7 @@ type poolOpt func(*SupervisorConfig)
 
 func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
 	tb.Helper()
-	p := &pool{tb: tb, refuse: map[string]error{}}
+	p := &pool{tb: tb, refuse: map[string]error{}, supMB: mailbox.New(SupervisorInlineBudget)}
 	life, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	p.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
@@ -78,12 +77,12 @@ func newPool(tb testing.TB, maxPerRoute, maxTotal int, opts ...poolOpt) *pool {
 		MaxConnsTotal: maxTotal,
 		Go:            p.goOwned,
 		Logger:        quiet,
-		Incarnation:   &p.inc,
+		Mailbox:       p.supMB,
 	}
 	for _, o := range opts {
 		o(cfg)
 	}
-	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg), actor.WithMailbox(SupervisorMailbox()),
+	p.sup = p.sys.Root.Spawn(actor.PropsFromProducer(NewSupervisor(cfg), actor.WithMailbox(p.supMB.Producer()),
 		actor.WithSupervisor(sv.Route), actor.WithGuardian(SupervisorStrategy)))
 	tb.Cleanup(p.close)
 	return p
@@ -160,7 +159,7 @@ func (p *pool) route(name string) *routeHandle {
 
 // ask sends a LeaseRequest to h and returns its ticket.
 func (p *pool) ask(h *routeHandle) *wait.Ticket[Lease] {
-	t := &wait.Ticket[Lease]{ID: p.ids.Add(1)}
+	t := &wait.Ticket[Lease]{}
 	p.sys.Root.Send(h.PID, &LeaseRequest{Ticket: t})
 	return t
 }
@@ -267,3 +266,17 @@ func entryN(i int, pub *routePublished) *routeEntry {
 }
 
 func timeAfter10s() <-chan time.Time { return time.After(10 * time.Second) }
+
+// take takes an offer from h's outbox, as a caller's lease tries first;
+// false when the outbox is empty.
+func (p *pool) take(h *routeHandle) (Lease, bool) { return h.take(time.Now()) }
+
+// offers waits until h's outbox holds n offers (the route refills it after
+// the message that made connections idle).
+func (p *pool) offers(h *routeHandle, n int) {
+	p.tb.Helper()
+	p.stats(h) // everything sent so far is handled
+	if got := len(h.outbox); got != n {
+		p.tb.Fatalf("%d offers in the outbox, want %d", got, n)
+	}
+}

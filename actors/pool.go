@@ -15,6 +15,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -84,8 +85,8 @@ type Pool struct {
 	sys       *actor.ActorSystem
 	ownSystem bool
 	sup       *actor.PID
-	inc       atomic.Pointer[Incarnation]
-	admission *wait.Semaphore // MaxConcurrentRequests
+	supMB     *mailbox.Mailbox // the supervisor's: requests are posted here, and answered once it has stopped
+	admission *wait.Semaphore  // MaxConcurrentRequests
 	connOpt   conn.Options
 	routeOpt  route.Options
 	tel       *telemetry.Telemetry
@@ -99,16 +100,16 @@ type Pool struct {
 	life       context.Context
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
-	closed     chan struct{} // closed by Close: every wait selects on it
+	closed     atomic.Bool // set by Close
 	closeOnce  sync.Once
-	nextID     atomic.Uint64
 }
 
 // NewPool starts a pool's supervisor actor (in cfg.System, or in an actor
 // system of its own). It fails only when the fleet keeper does not start;
 // nothing is left running then.
 func NewPool(cfg PoolConfig) (*Pool, error) {
-	p := &Pool{cfg: cfg, closed: make(chan struct{}), admission: wait.NewSemaphore(cfg.MaxConcurrentRequests), tel: cfg.Tel}
+	p := &Pool{cfg: cfg, admission: wait.NewSemaphore(cfg.MaxConcurrentRequests), tel: cfg.Tel,
+		supMB: mailbox.New(SupervisorInlineBudget)}
 	p.life, p.cancelLife = context.WithCancel(context.Background())
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
@@ -173,7 +174,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		ExpiryInterval:  cfg.ExpiryInterval,
 		Go:              p.wg.Go,
 		Logger:          cfg.Logger,
-		Incarnation:     &p.inc,
+		Mailbox:         p.supMB,
 	}
 	if cfg.Now != nil {
 		supCfg.Route.Now = cfg.Now
@@ -190,7 +191,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		}
 		supCfg.Fleet, p.fleet = keeper, keeper != nil
 	}
-	props := actor.PropsFromProducer(NewSupervisor(supCfg), actor.WithMailbox(SupervisorMailbox()),
+	props := actor.PropsFromProducer(NewSupervisor(supCfg), actor.WithMailbox(p.supMB.Producer()),
 		actor.WithSupervisor(supervision.Route), actor.WithGuardian(SupervisorStrategy))
 	var err error
 	if p.sup, err = p.sys.Root.SpawnNamed(props, supName); err != nil {
@@ -233,7 +234,7 @@ func (p *Pool) System() *actor.ActorSystem { return p.sys }
 func (p *Pool) OwnsSystem() bool { return p.ownSystem }
 
 // Spawn spawns an actor of the pool's owner in the pool's actor system.
-// Close stops it once every wait has been answered, before the supervisor.
+// Close stops it after the supervisor, once every wait has been answered.
 func (p *Pool) Spawn(props *actor.Props) *actor.PID {
 	pid := p.sys.Root.Spawn(props)
 	p.ownMu.Lock()
@@ -257,27 +258,30 @@ func (p *Pool) Closing() bool { return p.closing.Load() }
 func (p *Pool) Drained() <-chan struct{} { return p.admission.Drained() }
 
 // isClosed reports whether Close has begun.
-func (p *Pool) isClosed() bool {
-	select {
-	case <-p.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Pool) isClosed() bool { return p.closed.Load() }
 
 // Close closes every connection now, answers every wait with ErrClosed,
 // stops the pool's actors and waits for its goroutines; ctx bounds the fleet
 // keeper's return of the node's shares. If the pool owns its actor system,
 // the system is shut down. Later calls return ErrClosed.
+//
+// Every queue of waiters is answered by whoever ends it, with no channel that
+// all waiters watch: the admission queue by its Close here; a route's FIFO
+// by the route's Stopping, and the requests still in a route's or the
+// supervisor's mailbox, or posted later, by that mailbox once its actor has
+// stopped; an exchange by its connection actor, or by that actor's mailbox.
 func (p *Pool) Close(ctx context.Context) error {
 	err := ErrClosed
 	p.closeOnce.Do(func() {
 		err = nil
 		p.closing.Store(true)
-		close(p.closed)
+		p.closed.Store(true)
+		p.admission.Close(ErrClosed)
 		p.tel.Close() // the pool gauges' callback
 		p.cancelLife()
+		if ferr := p.sys.Root.StopFuture(p.sup).Wait(); ferr != nil {
+			p.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
+		}
 		p.ownMu.Lock()
 		owned := p.owned
 		p.ownMu.Unlock()
@@ -285,9 +289,6 @@ func (p *Pool) Close(ctx context.Context) error {
 			if ferr := p.sys.Root.StopFuture(pid).Wait(); ferr != nil {
 				p.cfg.Logger.Warn("connactor: actor did not confirm stop", "actor", pid.Id, "err", ferr)
 			}
-		}
-		if ferr := p.sys.Root.StopFuture(p.sup).Wait(); ferr != nil {
-			p.cfg.Logger.Warn("connactor: supervisor did not confirm stop", "err", ferr)
 		}
 		if p.cfg.StopFleet != nil {
 			p.cfg.StopFleet(ctx) // every socket closed and reported: the shares go back

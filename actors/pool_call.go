@@ -14,11 +14,13 @@ import (
 
 // Call is one request's passage through the pool, on its caller's goroutine:
 // its admission, its route, its lease and the lease of a replay. Every wait
-// of a Call is bounded by the request's context, PoolConfig.LeaseTimeout for
-// each wait that blocks, and the pool's Close. The timer is made only when the
-// request has to wait, so a request served at once pays nothing for it; later
-// waits of the same request re-arm it. A Call is a value on its caller's
-// stack, used by that goroutine only; Stop it when the request is over.
+// of a Call is bounded by the request's context and PoolConfig.LeaseTimeout
+// for each wait that blocks, and is answered when the pool closes (by
+// whoever ends the queue it waits in: see Pool.Close). The timer is made only
+// when the request has to wait, so a request served at once pays nothing for
+// it; later waits of the same request re-arm it. A Call is a value on its
+// caller's stack, used by that goroutine only; Stop it when the request is
+// over.
 type Call struct {
 	p        *Pool
 	ctx      context.Context
@@ -30,6 +32,7 @@ type Call struct {
 	timer    *time.Timer
 	started  time.Time // the request's start: a context's wait error says how long since then
 	waitFrom time.Time // when the timer was armed: a LeaseTimeout error says how long that wait was
+	queued   bool      // the call waited for admission: started is no longer now
 }
 
 // NewCall begins req's passage to route key, traced by tel (nil = not
@@ -42,6 +45,15 @@ func (p *Pool) NewCall(req *http.Request, key route.Key, tel *telemetry.Request)
 
 // Started is when the call began.
 func (l *Call) Started() time.Time { return l.started }
+
+// now is the time for a decision of the call's: when it began, read once,
+// unless it has waited since.
+func (l *Call) now() time.Time {
+	if l.queued {
+		return time.Now()
+	}
+	return l.started
+}
 
 // Context is the request's context.
 func (l *Call) Context() context.Context { return l.ctx }
@@ -62,13 +74,15 @@ func (l *Call) Admit() error {
 	if p.admission.TryAcquire() {
 		return nil
 	}
+	l.queued = true
 	t := &wait.Ticket[struct{}]{}
 	p.admission.Enqueue(t)
-	if _, _, why := await(l, t, nil); why != served {
+	_, err, why := await(l, t)
+	if why != served {
 		p.admission.Cancel(t) // an admission that crossed the cancel goes back
 		return l.waitErr(why, "admission (MaxConcurrentRequests)")
 	}
-	return nil
+	return err // ErrClosed: the pool closed its queue
 }
 
 // Leave gives back the admission of a request that failed: no exchange of
@@ -103,19 +117,17 @@ const (
 	served gaveUp = iota
 	byContext
 	byTimeout
-	byClose
-	byServerGone // the actor that holds the ticket stopped (its Done closed)
 )
 
-// await waits for t, or for the end of the wait (l, or gone closing). On
-// giving up it cancels t and reports why; the caller then undoes a delivery
-// that crossed the cancel in the one place its resource allows (see the
-// callers). It does not block when t is already decided.
-func await[T any](l *Call, t *wait.Ticket[T], gone <-chan struct{}) (T, error, gaveUp) {
+// await waits for t, or for the end of the wait (l). On giving up it cancels
+// t and reports why; the caller then undoes a delivery that crossed the
+// cancel in the one place its resource allows (see the callers). It does not
+// block when t is already decided.
+func await[T any](l *Call, t *wait.Ticket[T]) (T, error, gaveUp) {
 	if v, err, ok := t.Result(); ok {
 		return v, err, served
 	}
-	why := l.until(t.Ready(), gone)
+	why := l.until(t.Ready())
 	if why != served {
 		t.Cancel()
 	}
@@ -123,20 +135,26 @@ func await[T any](l *Call, t *wait.Ticket[T], gone <-chan struct{}) (T, error, g
 	return v, err, why
 }
 
-// until waits for ready to close, or for the end of the wait (l, or gone
-// closing), and says which came first.
-func (l *Call) until(ready, gone <-chan struct{}) gaveUp {
+// until waits for ready to close, or for the end of the wait (l), and says
+// which came first. It waits on channels of this request only (its ticket's,
+// its context's, its timer's): one that every waiter shared (the pool
+// closing, a route stopping) would be locked by each park and wake of every
+// waiter, which on many cores is where the time goes. The queues such a
+// channel would have told about are answered by whoever ends them instead.
+// Without a context that can end and a LeaseTimeout, it is a plain receive.
+func (l *Call) until(ready <-chan struct{}) gaveUp {
+	done, expiry := l.ctx.Done(), l.expiry()
+	if done == nil && expiry == nil {
+		<-ready
+		return served
+	}
 	select {
 	case <-ready:
 		return served
-	case <-l.ctx.Done():
+	case <-done:
 		return byContext
-	case <-l.expiry():
+	case <-expiry:
 		return byTimeout
-	case <-l.p.closed:
-		return byClose
-	case <-gone:
-		return byServerGone
 	}
 }
 
@@ -148,8 +166,6 @@ func (l *Call) until(ready, gone <-chan struct{}) gaveUp {
 func (l *Call) waitErr(why gaveUp, what string) error {
 	target := l.target()
 	switch why {
-	case byClose:
-		return ErrClosed
 	case byTimeout:
 		waited := time.Since(l.waitFrom).Round(time.Millisecond)
 		return NotSent(fmt.Errorf("%w: waited %v for %s for %s", ErrLeaseTimeout, waited, what, target))

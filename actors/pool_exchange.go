@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
-	"sync/atomic"
 	"time"
 
 	"github.com/connactor/connactor/conn"
@@ -28,11 +27,6 @@ type Exchange struct {
 	early error // the response arrived before the body was sent in full (conn.ErrEarlyResponse)
 	gzip  bool  // send "Accept-Encoding: gzip" (transparent compression, pool_gzip.go)
 
-	// ending decides, once, between the end of the exchange (done) and the
-	// caller giving up on the connection's answer because the route stopped
-	// (answer): whichever comes first releases what the request holds.
-	ending atomic.Int32
-
 	ticket   wait.Ticket[Lease]
 	leaseReq LeaseRequest
 	exReq    conn.ExchangeRequest
@@ -43,6 +37,9 @@ type Exchange struct {
 // Lease obtains a connection of the call's route (or a stream of an HTTP/2
 // one, not avoid), waiting in the route's FIFO queue if need be. fresh asks
 // for a connection that has served no request (the replay after a stale one).
+// It first tries the route's outbox (an idle connection on offer, taken
+// without a message: see route_outbox.go), unless fresh or avoid rule a
+// re-used connection out; then it asks the route (a LeaseRequest).
 func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	p, key := l.p, l.key
 	x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip}
@@ -54,22 +51,27 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 		return nil, err
 	}
 	x.route = h
-	x.ticket.ID = p.nextID.Add(1)
+	if !fresh && avoid == 0 {
+		if lease, ok := h.take(l.now()); ok {
+			x.ticket.Deliver(lease) // the lease's one record, as a granted one's (GiveBack)
+			return x.leased(lease), nil
+		}
+	}
 	x.leaseReq = LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
-	p.sys.Root.Send(h.PID, &x.leaseReq)
-	lease, err, why := await(l, &x.ticket, h.Done)
+	h.post(&x.leaseReq)
+	lease, err, why := await(l, &x.ticket)
 	switch {
-	case why == byServerGone || errors.Is(err, ErrRouteClosed):
+	case why != served:
+		// The route drops the waiter, and takes back a lease that crossed the
+		// cancel (Ticket.Returned).
+		h.post(&LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
+		return nil, l.waitErr(why, "a connection")
+	case errors.Is(err, ErrRouteClosed): // the route stopped: its Stopping or its mailbox said so
 		if p.closing.Load() {
 			return nil, ErrClosed
 		}
 		p.routes.CompareAndDelete(key, h)
 		return nil, NotSent(fmt.Errorf("connactor: %w: %s, while waiting for a connection for %s", ErrRouteFailed, key, l.target()))
-	case why != served:
-		// The route drops the waiter, and takes back a lease that crossed the
-		// cancel (Ticket.Returned).
-		p.sys.Root.Send(h.PID, &LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
-		return nil, l.waitErr(why, "a connection")
 	case errors.Is(err, ErrQueueFull):
 		return nil, fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",
 			ErrQueueFull, p.cfg.MaxPendingPerRoute, key, l.target())
@@ -78,7 +80,15 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	case err != nil:
 		return nil, dialError(key, err)
 	}
+	return x.leased(lease), nil
+}
+
+// leased records the lease the exchange got, for its caller's httptrace and
+// telemetry (the lease's wait in the route's histogram: on the caller's
+// goroutine, not in the route's Receive).
+func (x *Exchange) leased(lease Lease) *Exchange {
 	x.got = lease
+	x.route.tel.LeaseGranted(lease.Waited)
 	if x.trace != nil && x.trace.GotConn != nil {
 		x.trace.GotConn(httptrace.GotConnInfo{Conn: lease.NetConn, Reused: lease.Reused, WasIdle: lease.IdleTime > 0,
 			IdleTime: lease.IdleTime})
@@ -92,7 +102,7 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 		}
 		x.tel.LeaseGranted(info)
 	}
-	return x, nil
+	return x
 }
 
 // dialError is the error of a lease whose connection could not be dialed. A
@@ -115,7 +125,7 @@ func dialError(key route.Key, err error) error {
 // follows.
 func (x *Exchange) GiveBack() {
 	x.ticket.Cancel()
-	x.p.sys.Root.Send(x.route.PID, &LeaseCancelled{Ticket: &x.ticket})
+	x.route.post(&LeaseCancelled{Ticket: &x.ticket})
 }
 
 // ConnID is the leased connection's ID (an Avoid for the next attempt).
@@ -128,11 +138,11 @@ func (x *Exchange) Early() error { return x.early }
 
 // RoundTrip sends req on the leased connection and waits for the response
 // head. The connection actor runs the exchange on this goroutine and answers
-// (through the exchange's ticket) before Send returns, unless its mailbox was
-// busy; a connection actor stopped with its route before it saw the request
-// never answers, which the route's Done tells. On success the response's body
-// holds the lease (and the call's admission) until it is read to its end or
-// closed; on failure the lease is released.
+// (through the exchange's ticket) before the post returns, unless its mailbox
+// was busy; one that stopped before it saw the request (with its route, say)
+// has it answered by its mailbox. On success the response's body holds the
+// lease (and the call's admission) until it is read to its end or closed; on
+// failure the lease is released.
 func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
@@ -149,14 +159,11 @@ func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 	x.exReq = conn.ExchangeRequest{ConnID: x.got.ConnID, Req: req, Reused: x.got.Reused, AcceptGzip: x.gzip, Reply: &x.exReply, Done: x}
-	x.p.sys.Root.Send(x.got.Conn, &x.exReq)
+	x.got.Inbox.PostUserMessage(&x.exReq)
 	r, _, ok := x.exReply.Result()
 	if !ok {
-		select {
-		case <-x.exReply.Ready():
-		case <-x.route.Done:
-		}
-		r = x.answer()
+		<-x.exReply.Ready() // the connection actor, or its mailbox, answers
+		r, _, _ = x.exReply.Result()
 	}
 	if r.Err != nil {
 		x.release(Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed)})
@@ -167,36 +174,6 @@ func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 	}
 	x.early = r.Early
 	return r.Resp, nil
-}
-
-// Values of Exchange.ending.
-const (
-	exchanging int32 = iota
-	ended            // done ran: the exchange released what it held
-	abandoned        // the caller gave up on the answer: its error path releases
-)
-
-// answer returns the connection's answer once the wait for it is over: the
-// answer, or, when the route stopped first, an error. An answer given before
-// the connection stopped is taken; a response without a body may have ended
-// its exchange already (done), in which case its answer follows at once and
-// is taken too. Otherwise the caller gives up: the connection drops an answer
-// that comes later, and one that crossed the cancel is discarded here.
-func (x *Exchange) answer() conn.ExchangeResponse {
-	if r, _, ok := x.exReply.Result(); ok {
-		return r
-	}
-	if !x.ending.CompareAndSwap(exchanging, abandoned) {
-		<-x.exReply.Ready() // done ran: the answer is on its way, without a wait
-		r, _, _ := x.exReply.Result()
-		return r
-	}
-	if x.exReply.Cancel() {
-		if r, ok := x.exReply.Returned(); ok && r.Resp != nil {
-			r.Resp.Body.Close() // its done finds the exchange given up
-		}
-	}
-	return conn.ExchangeResponse{Err: &conn.ExchangeError{Op: "write", Reused: x.got.Reused, Err: ErrRouteFailed}}
 }
 
 // stream sends req on a stream of the leased HTTP/2 connection, on this
@@ -223,12 +200,8 @@ func (x *Exchange) StreamEnded(error) { x.done(true, 0) }
 func (x *Exchange) ExchangeEnded(reusable bool, idle time.Duration) { x.done(reusable, idle) }
 
 // done ends the exchange: the response body reached its end or was closed.
-// The connection goes back to its route and the request ends, unless the
-// caller gave up on the answer (see answer), whose error path ends the request.
+// The connection goes back to its route and the request ends.
 func (x *Exchange) done(reusable bool, idle time.Duration) {
-	if !x.ending.CompareAndSwap(exchanging, ended) {
-		return
-	}
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
@@ -241,5 +214,5 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 func (x *Exchange) release(m Released) {
 	m.ConnID = x.got.ConnID
 	x.released = m
-	x.p.sys.Root.Send(x.route.PID, &x.released)
+	x.route.post(&x.released)
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/connactor/connactor/internal/wait"
@@ -20,48 +21,22 @@ func (l *Call) routeFor() (*routeHandle, error) {
 			return h, nil
 		}
 	}
-	inc, why := l.incarnation()
-	if why != served {
-		return nil, l.waitErr(why, "its route")
-	}
-	var gone <-chan struct{}
-	if inc != nil {
-		gone = inc.Done()
-	}
+	// The supervisor's mailbox survives its restarts: a request posted while
+	// it restarts is answered by the restarted instance, and one posted after
+	// it stopped by the mailbox itself (ErrClosing).
 	t := &wait.Ticket[*routeHandle]{}
-	p.sys.Root.Send(p.sup, &RouteRequest{Key: key, Ticket: t})
-	h, err, why := await(l, t, gone)
+	p.supMB.PostUserMessage(&RouteRequest{Key: key, Ticket: t})
+	h, err, why := await(l, t)
 	switch {
-	case why == byServerGone:
-		// Not asked again of the successor: the request may be what made
-		// the supervisor fail, and asking again would fail it again.
-		return nil, NotSent(fmt.Errorf("connactor: %w while starting the route of %s", ErrSupervisorFailed, l.target()))
 	case why != served:
 		return nil, l.waitErr(why, "its route")
+	case errors.Is(err, ErrSupervisorFailed):
+		// Not asked again of the restarted supervisor: the request may be
+		// what made the supervisor fail, and asking again would fail it again.
+		return nil, NotSent(fmt.Errorf("connactor: %w while starting the route of %s", ErrSupervisorFailed, l.target()))
 	case err != nil:
 		return nil, ErrClosed // the supervisor is closing
 	}
 	p.routes.Store(key, h)
 	return h, nil
-}
-
-// incarnation returns the supervisor's current incarnation, waiting through a
-// restart: an incarnation that ended for one is followed by the restarted
-// instance's (Incarnation.Successor), which answers what was sent to the
-// supervisor meanwhile. Without the wait, every request in that window (the
-// old instance's routes stop first) failed with ErrSupervisorFailed.
-func (l *Call) incarnation() (*Incarnation, gaveUp) {
-	for {
-		inc := l.p.inc.Load()
-		if inc == nil {
-			return nil, served
-		}
-		next, restarting := inc.Successor()
-		if !restarting {
-			return inc, served
-		}
-		if why := l.until(next, nil); why != served {
-			return nil, why
-		}
-	}
 }

@@ -111,19 +111,17 @@ func (p *Pool) Stats() (Stats, bool) {
 	st.InFlight, st.PendingAdmission = p.admission.Held()
 	tickets := make([]wait.Ticket[routeReport], len(sr.Routes))
 	for i, h := range sr.Routes {
-		p.sys.Root.Send(h.PID, &RouteStatsRequest{Ticket: &tickets[i]})
+		h.post(&RouteStatsRequest{Ticket: &tickets[i]})
 	}
 	for i, h := range sr.Routes {
 		t := &tickets[i]
-		select {
-		case <-t.Ready():
-		case <-h.Done: // stopped under us: an answer given before it stopped is there
-		case <-p.closed:
-			return Stats{}, false
-		}
-		if r, _, ok := t.Result(); ok {
+		<-t.Ready() // a route that stopped under us answers through its mailbox
+		if r, err, _ := t.Result(); err == nil {
 			st.Routes = append(st.Routes, h.stats(r))
 		}
+	}
+	if p.isClosed() {
+		return Stats{}, false
 	}
 	sort.Slice(st.Routes, func(i, j int) bool { return st.Routes[i].Route < st.Routes[j].Route })
 	for _, r := range st.Routes {
@@ -147,14 +145,10 @@ func (h *routeHandle) stats(r routeReport) route.Stats {
 // when the pool closed meanwhile.
 func (p *Pool) supervisorStats() (StatsResponse, bool) {
 	t := &wait.Ticket[StatsResponse]{}
-	p.sys.Root.Send(p.sup, &StatsRequest{Ticket: t})
-	select {
-	case <-t.Ready():
-		sr, _, _ := t.Result()
-		return sr, true
-	case <-p.closed:
-		return StatsResponse{}, false
-	}
+	p.supMB.PostUserMessage(&StatsRequest{Ticket: t})
+	<-t.Ready() // a supervisor that stopped answers through its mailbox
+	sr, err, _ := t.Result()
+	return sr, err == nil
 }
 
 // CloseIdle closes every idle connection of every route now (connections in
@@ -171,15 +165,10 @@ func (p *Pool) CloseIdle() {
 	}
 	tickets := make([]wait.Ticket[int], len(sr.Routes))
 	for i, h := range sr.Routes {
-		p.sys.Root.Send(h.PID, &CloseIdleRequest{Ticket: &tickets[i]})
+		h.post(&CloseIdleRequest{Ticket: &tickets[i]})
 	}
-	for i, h := range sr.Routes {
-		select {
-		case <-tickets[i].Ready():
-		case <-h.Done:
-		case <-p.closed:
-			return
-		}
+	for i := range tickets {
+		<-tickets[i].Ready() // a route that stopped answers through its mailbox
 	}
 }
 

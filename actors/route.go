@@ -13,6 +13,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/internal/mailbox"
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -79,6 +81,7 @@ const (
 	phaseDialing connPhase = iota
 	phaseIdle
 	phaseLeased
+	phaseOffered // in the outbox, or taken from it by a caller the route has not heard from
 )
 
 // connState is the route's record of one connection actor.
@@ -94,12 +97,15 @@ type connState struct {
 	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
 	served    int
 	idleIdx   int        // position in route.idle while idle
+	offerIdx  int        // position in route.offered while offered
 	dial      DialTiming // reported with the first lease only
 	netConn   net.Conn
 	tlsState  *tls.ConnectionState
-	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
-	ep        *endpoint      // its address in the route's endpoint set (nil: none)
-	peer      netip.AddrPort // the address it reached (Dialed.Peer)
+	inbox     *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
+	ref       connRef          // what an offer of it carries (HTTP/1.1, once dialed; never changed after)
+	proto     connProto        // HTTP/1.1 or HTTP/2 (route_proto.go)
+	ep        *endpoint        // its address in the route's endpoint set (nil: none)
+	peer      netip.AddrPort   // the address it reached (Dialed.Peer)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -111,6 +117,12 @@ type Route struct {
 	cfg  *RouteConfig
 	sup  *actor.PID
 	pub  *routePublished
+	mb   *mailbox.Mailbox // the route's own (routeParts); closed when it stops
+	// handling is the last request (LeaseRequest, RouteStatsRequest,
+	// CloseIdleRequest) the route took up: answered at once, unless the
+	// route failed while handling it, in which case its Stopping answers it
+	// (answering an answered ticket does nothing).
+	handling mailbox.Undeliverable
 
 	self *actor.PID
 	// permitReq is the route's PermitRequest, sent for every permit it asks
@@ -121,7 +133,29 @@ type Route struct {
 	byPID   map[string]*connState
 	h2      map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID
 	idle    []*connState          // LRU first, MRU last
-	waiters WaitQueue[waiter]
+	waiters WaitQueue[*wait.Ticket[Lease], waiter]
+
+	// outbox holds idle HTTP/1.1 connections the route offers while nobody
+	// waits in its FIFO (route_outbox.go has the rules). Only the route sends
+	// to it, inside Receive, and only while waiters is empty; callers
+	// receive from it without blocking (routeHandle.take), and a caller that
+	// receives an offer holds the connection as if the route had granted it,
+	// until its Released. The route takes offers back by receiving from it
+	// (takeBack) before a caller queues and before it closes, evicts or
+	// expires idle connections: what it gets back was idle, what it cannot
+	// get back was leased. At most offerDepth offers, the most recently used
+	// idle connections, so that the others expire as idle ones do.
+	outbox chan offer
+	// offered are the connections the route put in the outbox and has not
+	// taken back or heard from since: each is in the outbox or held by a
+	// caller (connState.offerIdx).
+	offered []*connState
+	// offerLRU is the earliest idle time of the connections offered since the
+	// outbox was last taken back (unix nanos; 0 = none): with the idle list's
+	// head, what the route publishes as its least recently used idle
+	// connection (an offer taken since makes it look older than it is, until
+	// the next take-back, at the latest the next expiry tick).
+	offerLRU int64
 
 	spares spareConns // connection actors without a socket (route_conns.go)
 
@@ -145,6 +179,7 @@ type Route struct {
 	now time.Time // the current message's time (clock); zero until asked
 
 	opened, closedN, leases, reuses uint64
+	offeredN                        uint64 // leases taken from the outbox
 	dialFailures, leaseTimeouts     uint64
 	queueFull                       uint64 // callers refused with ErrQueueFull
 	closedBy                        map[string]uint64
@@ -165,13 +200,13 @@ type queuedAt struct {
 	pos int
 }
 
-// NewRoute returns the producer of the route actor for k, reporting to sup.
-func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
+// NewRoute returns the producer of the route actor for k, reporting to sup,
+// made of parts.
+func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer {
 	return func() actor.Actor {
-		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: pub,
+		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, outbox: parts.outbox,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
-			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast},
-			tel: cfg.Tel.Route(k.Scheme, k.Host, k.Port)}
+			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
 		return r
@@ -184,6 +219,10 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished
 func (r *Route) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	r.now = time.Time{}
+	switch m := msg.(type) {
+	case *LeaseRequest, *RouteStatsRequest, *CloseIdleRequest:
+		r.handling = m.(mailbox.Undeliverable)
+	}
 	if r.cfg.Fault != nil {
 		r.cfg.Fault("route", msg)
 	}
@@ -198,6 +237,9 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onPermit(ctx)
 	case *RoomWanted:
 		r.roomWanted, r.shed = m.Wanted, m.Shed
+		if m.Wanted {
+			r.takeBack() // nothing stays on offer while room is wanted
+		}
 		if m.Wanted && !m.Shed && len(r.idle) > 0 {
 			// The supervisor saw nothing idle when it asked: a connection
 			// that went idle since is the room it wants. Above a fleet
@@ -210,6 +252,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
 		r.onIdleBroken(ctx, m)
+	case *OfferDeclined:
+		r.onOfferDeclined(ctx, m)
 	case *conn.Recycled:
 		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:
@@ -224,10 +268,12 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onEvictIdle(ctx)
 		return // answered after publishing (see onEvictIdle)
 	case *ExpiryTicked:
+		r.takeBack()
 		r.onExpire(ctx, m.Now)
 		r.warnLongWait(m.Now)
 		r.expireSpares(ctx, m.Now)
 	case *CloseIdleRequest:
+		r.takeBack()
 		n := len(r.idle)
 		for len(r.idle) > 0 {
 			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
@@ -244,13 +290,17 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onStopping(ctx)
 	case *actor.Terminated:
 		r.onTerminated(ctx, m)
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+		r.mb.Close() // what reaches the route from now on is answered (Undeliverable)
+		return
+	case *actor.Restarting:
 		return
 	default:
 		r.cfg.Logger.Warn("route: unknown message", "route", r.name, "type", fmt.Sprintf("%T", m))
 		return
 	}
 	r.wantConns(ctx)
+	r.refill()
 	r.publish()
 }
 
@@ -262,93 +312,6 @@ func (r *Route) clock() time.Time {
 		r.now = r.cfg.Now()
 	}
 	return r.now
-}
-
-func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
-	if r.closed {
-		m.Ticket.Reject(ErrRouteClosed)
-		return
-	}
-	if m.Ticket.Done() {
-		return // gave up before we got to it; its LeaseCancelled follows
-	}
-	if r.leaseNow(ctx, m) {
-		return
-	}
-	// A caller that would wait for a dial fails at once while dials keep
-	// failing (connections the route still has serve as usual).
-	if !r.breaker.allow(r.clock()) {
-		r.tel.LeaseRejected("route_unavailable")
-		m.Ticket.Reject(ErrRouteUnavailable)
-		return
-	}
-	if max := r.cfg.MaxPendingPerRoute; max > 0 && r.waiters.Len() >= max {
-		r.queueFull++
-		r.tel.LeaseRejected("queue_full")
-		m.Ticket.Reject(ErrQueueFull)
-		return
-	}
-	r.waiters.Push(m.Ticket.ID, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
-	if m.Fresh {
-		r.freshWaiters++
-	}
-}
-
-// leaseNow grants m a free stream or an idle connection, and reports
-// whether it did. One goes to m only if nobody who can take it queued
-// earlier: for a stream, a waiter that does not avoid its connection (one
-// that avoids it, a replay, waits for another connection, and m does not
-// queue behind it); for an idle connection, a waiter that is not fresh
-// (fresh waiters cannot take a re-used connection). A fresh caller takes
-// neither.
-func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
-	if m.Fresh {
-		return false
-	}
-	cs := r.h2WithRoom(ctx, m.Avoid)
-	if cs != nil && r.waiterFor(cs) {
-		cs = nil
-	}
-	if cs == nil && r.waiters.Len() == r.freshWaiters {
-		cs = r.popIdle(ctx)
-	}
-	if cs == nil {
-		return false
-	}
-	if !r.grant(m, cs, queuedAt{}) {
-		r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes
-	}
-	return true
-}
-
-// onLeaseCancelled drops a waiter that gave up, and takes back a connection
-// delivered to it just before it gave up.
-func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
-	if w, ok := r.waiters.Remove(m.Ticket.ID); ok {
-		r.dequeued(w)
-	}
-	if m.TimedOut {
-		r.leaseTimeouts++
-	}
-	if l, ok := m.Ticket.Returned(); ok {
-		if cs := r.conns[l.ConnID]; cs != nil && cs.phase == phaseLeased {
-			// Untouched: it goes back as it was, keeping its idle caps.
-			cs.proto.takenBack()
-			r.available(ctx, cs, r.clock())
-		}
-	}
-}
-
-// dequeued accounts for a waiter that left the queue and returns when and where
-// it had queued.
-func (r *Route) dequeued(w waiter) queuedAt {
-	if w.req.Fresh {
-		r.freshWaiters--
-	}
-	if r.waiters.Len() == 0 {
-		r.warnedWait = false
-	}
-	return w.queuedAt
 }
 
 // LongWait is how long a route's oldest caller may wait for a connection
@@ -371,110 +334,22 @@ func (r *Route) warnLongWait(now time.Time) {
 		"leased", len(r.conns)-len(r.idle)-r.dialing, "max_conns_per_route", r.cfg.MaxConnsPerRoute)
 }
 
-func (r *Route) onReleased(ctx actor.Context, m *Released) {
-	cs := r.conns[m.ConnID]
-	if cs == nil || cs.phase != phaseLeased {
-		return // closed meanwhile (client close)
-	}
-	cs.proto.released(ctx, r, cs, m)
-}
-
-// available hands a connection that just became free (released, returned or
-// dialed) to the oldest waiter that can take it, or makes it idle (see its
-// protocol's available).
-func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
-	if r.drained(ctx, cs) {
-		return
-	}
-	cs.proto.available(ctx, r, cs, now)
-}
-
-// idleOrClose puts a connection that nobody needs on the idle list (least
-// recently used first) and reports true, or closes it when closeIt (room is
-// wanted, it drains).
-func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
-	if closeIt {
-		r.closeConn(ctx, cs, route.ReasonEvicted)
-		return false
-	}
-	cs.phase = phaseIdle
-	cs.idleSince = now
-	cs.idleIdx = len(r.idle)
-	r.idle = append(r.idle, cs)
-	return true
-}
-
-// wentIdle is the one message, never changed, that tells a connection it is idle.
-var wentIdle = &conn.WatchIdle{}
-
-// grant delivers cs to the waiter's ticket. It reports false, changing nothing,
-// when the waiter has given up: the caller keeps cs.
-func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
-	now := r.clock()
-	var idleFor, waited time.Duration
-	if !cs.idleSince.IsZero() {
-		idleFor = now.Sub(cs.idleSince)
-	}
-	if q.pos > 0 {
-		waited = now.Sub(q.at)
-	}
-	lease := Lease{ConnID: cs.id, Conn: cs.pid, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.proto.h2Conn()}
-	if !w.Ticket.Deliver(lease) {
-		return false
-	}
-	cs.proto.granted(r, cs)
-	if q.pos > 0 {
-		r.recentWaits.add(route.Wait{At: now, Waited: waited, QueuePos: q.pos})
-	}
-	r.tel.LeaseGranted(waited)
-	cs.phase = phaseLeased
-	cs.idleSince = time.Time{}
-	cs.leasedAt = now
-	cs.lastIdle = idleFor
-	r.leases++
-	if cs.served > 0 {
-		r.reuses++
-	}
-	cs.dial = DialTiming{}
-	return true
-}
-
-// popIdle takes the most recently used idle HTTP/1.1 connection that is
-// still good, closing the expired ones it meets. Idle HTTP/2 connections are
-// h2WithRoom's: leased as streams, to callers that do not avoid them.
-func (r *Route) popIdle(ctx actor.Context) *connState {
-	now := r.clock()
-	for i := len(r.idle) - 1; i >= 0; i-- { // removing r.idle[i] leaves r.idle[:i] as it was
-		cs := r.idle[i]
-		if !cs.proto.exclusive() {
-			continue
-		}
-		r.removeIdle(cs)
-		if reason, dead := r.expired(cs, now); dead {
-			r.closeConn(ctx, cs, reason)
-			continue
-		}
-		return cs
-	}
-	return nil
-}
-
-func (r *Route) removeIdle(cs *connState) {
-	i := cs.idleIdx
-	copy(r.idle[i:], r.idle[i+1:])
-	r.idle[len(r.idle)-1] = nil
-	r.idle = r.idle[:len(r.idle)-1]
-	for j := i; j < len(r.idle); j++ {
-		r.idle[j].idleIdx = j
-	}
-	cs.idleIdx = -1
-}
-
-// onStopping runs when the client closes (or the supervisor stops this route):
-// every waiter is answered, every socket closed and reported.
+// onStopping runs when the client closes, or the supervisor stops this route
+// (for a failure of the route's, too): every waiter is answered (the request
+// the route failed while handling too), every socket closed and reported.
+// Requests that reach the route from now on are answered by the route
+// (ErrRouteClosed) or, once it has stopped, by its mailbox.
+//
+// The waiters are answered first, and a failure while closing the sockets is
+// logged, not raised: a Stopping that panics would leave protoactor's stop
+// unfinished (the route would never stop, nor its mailbox close).
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
+	r.takeBack() // offers taken are leased, and closed with the others
+	if r.handling != nil {
+		r.handling.Undelivered()
+		r.handling = nil
+	}
 	for {
 		_, w, ok := r.waiters.Pop()
 		if !ok {
@@ -483,6 +358,11 @@ func (r *Route) onStopping(ctx actor.Context) {
 		r.dequeued(w)
 		w.req.Ticket.Reject(ErrRouteClosed)
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			r.cfg.Logger.Error("connactor: route failed while closing its connections", "route", r.name, "reason", fmt.Sprint(v))
+		}
+	}()
 	for _, cs := range r.conns {
 		r.closeConn(ctx, cs, route.ReasonClientClosed)
 	}

@@ -93,12 +93,14 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	cs.phase = phaseIdle // not on the idle list yet: available decides
 	r.endpointDialed(cs, m)
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
-	cs.netConn, cs.tlsState = m.NetConn, m.TLSState
+	cs.netConn, cs.tlsState, cs.inbox = m.NetConn, m.TLSState, m.Inbox
 	r.proto = protoH1
 	if m.H2 != nil { // the protocol is decided here, once
 		h := &http2Conn{cs: cs, conn: m.H2}
 		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
 		r.refreshH2(h)
+	} else {
+		cs.ref = connRef{id: cs.id, pid: cs.pid, inbox: cs.inbox, netConn: cs.netConn, tlsState: cs.tlsState}
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, cs.peer, m.Took)
@@ -148,6 +150,9 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 
 func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	cs := r.conns[m.ID]
+	if cs != nil && cs.phase == phaseOffered {
+		r.takeBack() // idle again if it comes back, leased if a caller took it
+	}
 	if cs == nil || cs.phase != phaseIdle {
 		return // leased meanwhile: the exchange finds out and fails as stale
 	}
@@ -168,6 +173,7 @@ func (r *Route) rand() float64 {
 // answers after publishing, so that the supervisor never reads counters older
 // than its answer.
 func (r *Route) onEvictIdle(ctx actor.Context) {
+	r.takeBack() // the least recently used idle connection may be on offer
 	evicted := false
 	if len(r.idle) > 0 {
 		r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
@@ -193,6 +199,10 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 // recycles or stops its actor (see spareConns) and tells the supervisor the
 // place is free.
 func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseReason) {
+	if cs.phase == phaseOffered {
+		// A caller may hold it: the route takes offers back first (takeBack).
+		panic("actors: internal error: closing a connection on offer")
+	}
 	if cs.idleIdx >= 0 {
 		r.removeIdle(cs)
 	}
@@ -242,6 +252,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
+		if cs.phase == phaseOffered {
+			r.takeBack()
+		}
 		r.closeConn(ctx, cs, route.ReasonError) // never recycled: it stopped
 		return
 	}

@@ -61,6 +61,7 @@ func (r *Route) onEndpointsResolved(ctx actor.Context, m *EndpointsResolved) {
 			cs.ep.open++
 		}
 	}
+	r.takeBack() // an idle connection on offer to a drained address closes too
 	for i := 0; i < len(r.idle); {
 		if cs := r.idle[i]; cs.ep != nil && cs.ep.draining {
 			r.closeConn(ctx, cs, route.ReasonEndpointGone)
@@ -198,7 +199,7 @@ func (r *Route) endpointStats() []route.EndpointStats {
 				continue
 			}
 			switch {
-			case cs.idleIdx >= 0:
+			case cs.idleIdx >= 0 || cs.phase == phaseOffered: // on offer: idle, unless a caller took it since
 				st[i].Idle++
 			case cs.phase != phaseDialing:
 				st[i].Leased++

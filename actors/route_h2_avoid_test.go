@@ -70,7 +70,7 @@ func (s *h2cServer) close() {
 
 // askAvoiding sends a LeaseRequest that avoids connection avoid.
 func (p *pool) askAvoiding(h *routeHandle, avoid uint64) *wait.Ticket[Lease] {
-	t := &wait.Ticket[Lease]{ID: p.ids.Add(1)}
+	t := &wait.Ticket[Lease]{}
 	p.sys.Root.Send(h.PID, &LeaseRequest{Ticket: t, Avoid: avoid})
 	return t
 }

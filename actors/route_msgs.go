@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -35,6 +36,10 @@ type LeaseRequest struct {
 	Avoid uint64
 }
 
+// Undelivered answers a LeaseRequest that reached the route's mailbox after
+// the route stopped.
+func (m *LeaseRequest) Undelivered() { m.Ticket.Reject(ErrRouteClosed) }
+
 // LeaseCancelled is sent by the pool to the route actor after it
 // cancelled the ticket of its LeaseRequest (context ended, LeaseTimeout, Close).
 // No reply. The route drops the waiter from its queue and, if the lease had
@@ -47,16 +52,17 @@ type LeaseCancelled struct {
 }
 
 // Lease is a connection leased to one caller: a receipt, holding nothing of the
-// route's state. The holder sends its ExchangeRequest to Conn and, when the
-// exchange is over, a Released to the route.
+// route's state. The holder posts its ExchangeRequest to Inbox, the mailbox of
+// Conn, and, when the exchange is over, sends a Released to the route.
 type Lease struct {
 	ConnID   uint64
 	Conn     *actor.PID
-	Reused   bool          // the connection served earlier requests
-	IdleTime time.Duration // how long it was idle before this lease (0 if new)
-	Waited   time.Duration // how long the request waited in the route's queue
-	QueuePos int           // its position in the queue on arrival (1 = first); 0 = served at once
-	Dial     DialTiming    // the connection's dial, on its first lease only
+	Inbox    *mailbox.Mailbox // Conn's (conn.Dialed.Inbox); nil for HTTP/2
+	Reused   bool             // the connection served earlier requests
+	IdleTime time.Duration    // how long it was idle before this lease (0 if new)
+	Waited   time.Duration    // how long the request waited in the route's queue
+	QueuePos int              // its position in the queue on arrival (1 = first); 0 = served at once
+	Dial     DialTiming       // the connection's dial, on its first lease only
 	// NetConn is the connection (httptrace's GotConnInfo.Conn), TLSState its
 	// TLS state (resp.TLS; nil on plain TCP). Shared, read-only.
 	NetConn  net.Conn
@@ -65,6 +71,18 @@ type Lease struct {
 	// holder calls H2.RoundTrip on its own goroutine instead of sending an
 	// ExchangeRequest, and sends Released when the stream is over.
 	H2 *h2.Conn
+	// Offered says the caller took the connection from the route's outbox
+	// (no LeaseRequest): the route learns of the lease from its Released.
+	Offered bool
+}
+
+// OfferDeclined is sent by a caller to the route whose outbox it took an
+// offer from past the connection's due time (the route would have retired
+// it by then; At is the caller's time): the connection comes back unused,
+// and the route closes it. No reply. The caller then leases another way.
+type OfferDeclined struct {
+	ConnID uint64
+	At     time.Time
 }
 
 // DialTiming says how long a connection's dial took (Took), of which TCP
@@ -123,16 +141,26 @@ type ExpiryTicked struct{ Now time.Time }
 
 // CloseIdleRequest is sent by the pool (Pool.CloseIdle) to every route
 // actor, which closes all its idle connections and answers through Ticket
-// (Deliver) with how many it closed.
+// (Deliver) with how many it closed; a route that has stopped answers
+// Reject(ErrRouteClosed) (Undelivered).
 type CloseIdleRequest struct {
 	Ticket *wait.Ticket[int]
 }
 
+// Undelivered answers a CloseIdleRequest that reached the route's mailbox
+// after the route stopped.
+func (m *CloseIdleRequest) Undelivered() { m.Ticket.Reject(ErrRouteClosed) }
+
 // RouteStatsRequest is sent by the pool (Pool.Stats) to a route actor, which
-// answers through Ticket (Deliver) with its snapshot.
+// answers through Ticket (Deliver) with its snapshot; a route that has
+// stopped answers Reject(ErrRouteClosed) (Undelivered).
 type RouteStatsRequest struct {
 	Ticket *wait.Ticket[routeReport]
 }
+
+// Undelivered answers a RouteStatsRequest that reached the route's mailbox
+// after the route stopped.
+func (m *RouteStatsRequest) Undelivered() { m.Ticket.Reject(ErrRouteClosed) }
 
 // routeReport answers a RouteStatsRequest: the route's snapshot, and how many
 // of its spare connection actors are ready and how many being recycled (both

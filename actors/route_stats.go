@@ -14,12 +14,15 @@ import (
 // message usually changes one or two counters.
 func (r *Route) publish() {
 	p := r.pub
-	set32(&p.Idle, int32(len(r.idle)))
+	idle := len(r.idle) + len(r.outbox) // what is still on offer is idle
+	set32(&p.Idle, int32(idle))
 	set32(&p.Pending, int32(r.waiters.Len()))
-	set32(&p.Leased, int32(len(r.conns)-len(r.idle)-r.dialing))
-	var lru int64
+	set32(&p.Leased, int32(len(r.conns)-idle-r.dialing))
+	lru := r.offerLRU
 	if len(r.idle) > 0 {
-		lru = r.idle[0].idleSince.UnixNano()
+		if since := r.idle[0].idleSince.UnixNano(); lru == 0 || since < lru {
+			lru = since
+		}
 	}
 	set64(&p.LRUIdleSince, lru)
 	if open := r.breaker.state == breakerOpen; p.FailFast.Load() != open {
@@ -71,11 +74,14 @@ func (r *Route) stats() routeReport {
 		failUntil = r.breaker.until
 	}
 	spare, recycling := len(r.spares.pids), len(r.spares.recycling)
+	// An offer still in the outbox is idle; one taken and not yet released is
+	// leased (Leases counts it once the route hears of it).
+	idle := len(r.idle) + len(r.outbox)
 	return routeReport{spare: spare, recycling: recycling, Stats: route.Stats{FailFastUntil: failUntil,
-		Route: r.name, Open: len(r.conns), Idle: len(r.idle), Dialing: r.dialing,
-		Leased: len(r.conns) - len(r.idle) - r.dialing, Pending: r.waiters.Len(),
+		Route: r.name, Open: len(r.conns), Idle: idle, Dialing: r.dialing,
+		Leased: len(r.conns) - idle - r.dialing, Pending: r.waiters.Len(),
 		Max: r.cfg.MaxConnsPerRoute, Opened: r.opened, Closed: r.closedN,
-		Leases: r.leases, Reuses: r.reuses, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
+		Leases: r.leases, Reuses: r.reuses, Offered: r.offeredN, DialFailures: r.dialFailures, LeaseTimeouts: r.leaseTimeouts,
 		QueueFull: r.queueFull, FailFast: r.breaker.state.String(), FailedFast: r.breaker.rejected,
 		LearnedIdle: r.learner.learned(r.clock()), Streams: r.streams(), SpareActors: spare + recycling,
 		ClosedBy: by, OldestLease: oldestAge,

@@ -105,7 +105,7 @@ func TestRouteTakesBackALeaseDeliveredToACallerThatGaveUp(t *testing.T) {
 func TestRouteKeepsTheConnectionOfATicketCancelledInFlight(t *testing.T) {
 	p := newPool(t, 1, 8)
 	h := p.idleRoute("a", 1)
-	tk := &wait.Ticket[Lease]{ID: p.ids.Add(1)}
+	tk := &wait.Ticket[Lease]{}
 	tk.Cancel()
 	p.sys.Root.Send(h.PID, &LeaseRequest{Ticket: tk})
 	p.sys.Root.Send(h.PID, &LeaseCancelled{Ticket: tk})

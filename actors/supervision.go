@@ -16,14 +16,17 @@ import (
 //     it would hide a socket in an unknown state.
 //   - A route actor that fails is stopped (RouteStrategy, on the supervisor's
 //     props): a restarted instance would have lost track of its sockets. Its
-//     connections stop with it (protoactor stops children first), the
-//     supervisor closes the route's Done channel, so that every caller waiting
-//     on it gets ErrRouteFailed at once, and reclaims its places; the next
-//     request starts a new route actor.
+//     Stopping answers its waiters and the request it failed on, its
+//     connections stop with it (protoactor stops children first), its
+//     mailbox, closed when it has stopped, answers what still reaches it
+//     (every caller gets ErrRouteFailed at once), and the supervisor closes
+//     the route's Done channel and reclaims its places; the next request
+//     starts a new route actor.
 //   - The supervisor that fails is restarted (SupervisorStrategy, as the
-//     guardian of the client's supervisor): protoactor stops its routes first,
-//     the old instance closes their Done channels and its Incarnation, and the
-//     new instance starts from zero with every place free.
+//     guardian of the client's supervisor): the old instance answers the
+//     request it failed on (ErrSupervisorFailed), protoactor stops its routes
+//     first, and the new instance starts from zero with every place free; it
+//     keeps the mailbox, and answers what waits there.
 //
 // Connection and route failures are logged once at ERROR with the panic's
 // value; a supervisor failure is logged by the restarting instance.
@@ -56,6 +59,8 @@ var SupervisorStrategy = actor.NewOneForOneStrategy(100, 10*time.Second,
 
 // FaultHook, when set in a config, is called at the start of every Receive of
 // the route actors and the supervisor with the actor's kind ("route",
-// "supervisor") and the message. It exists for fault-injection tests, which
-// panic in it to fail an actor as a bug would; production configs leave it nil.
+// "supervisor") and the message, and by a route when it grants a lease, with
+// "granted" and the LeaseRequest. It exists for fault-injection tests, which
+// panic in it to fail an actor as a bug would, and for tests that watch the
+// order of events; production configs leave it nil.
 type FaultHook func(kind string, msg any)

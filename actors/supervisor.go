@@ -3,12 +3,12 @@ package actors
 import (
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
 
@@ -24,13 +24,15 @@ type SupervisorConfig struct {
 	// Go starts a goroutine owned by the client (it waits for them on Close).
 	Go     func(func())
 	Logger *slog.Logger
-	// Incarnation is where the supervisor publishes its current incarnation.
-	// Written by the supervisor only (when it starts, restarts or stops); read
-	// by the pool, whose RouteRequest waits select on its Done.
-	Incarnation *atomic.Pointer[Incarnation]
+	// Mailbox is the supervisor's mailbox, which the pool made and posts its
+	// requests to; the supervisor closes it when it stops for good, so that
+	// what reaches it afterwards is answered (nil: none to close). It
+	// survives the supervisor's restarts: what waits there is answered by the
+	// restarted instance.
+	Mailbox *mailbox.Mailbox
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.
-	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer
+	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer
 
 	// Fleet is the node's fleet budget keeper (fleet.Keeper.PID); nil = no
 	// fleet budget. With it the supervisor tells the keeper each route's
@@ -45,41 +47,8 @@ type SupervisorConfig struct {
 	FleetInterval time.Duration
 }
 
-// Incarnation is one life of the supervisor actor: Done is closed when that
-// instance fails (and is restarted) or stops. A RouteRequest sent to an
-// instance that fails while processing it is never answered; its waiter learns
-// it here.
-//
-// An incarnation ended by a restart has a successor, which closes the old
-// one's next channel once it has published itself (Successor): a request that
-// finds the supervisor restarting waits for the new instance, which answers
-// what was sent to the mailbox meanwhile, instead of failing.
-type Incarnation struct {
-	done       chan struct{}
-	next       chan struct{}
-	restarting atomic.Bool // set before done is closed, when the end is a restart
-}
-
-func newIncarnation() *Incarnation {
-	return &Incarnation{done: make(chan struct{}), next: make(chan struct{})}
-}
-
-// Done returns the channel closed at the end of the incarnation.
-func (i *Incarnation) Done() <-chan struct{} { return i.done }
-
-// Successor reports whether the incarnation ended for a restart, and then
-// returns a channel closed once the restarted supervisor has published its
-// own incarnation. An incarnation that is alive, or ended because the
-// supervisor stopped for good, has none (nil, false).
-func (i *Incarnation) Successor() (<-chan struct{}, bool) {
-	if !i.restarting.Load() {
-		return nil, false
-	}
-	return i.next, true
-}
-
 // RouteInlineBudget is how many messages a route actor processes on a sender's
-// goroutine when it was idle (see InlineMailbox): enough for a lease or a release
+// goroutine when it was idle (see internal/mailbox): enough for a lease or a release
 // and what arrives with it, small enough that no caller works long for others.
 const RouteInlineBudget = 16
 
@@ -87,15 +56,14 @@ const RouteInlineBudget = 16
 // grants they allow, on the goroutine of the route that sent them.
 const SupervisorInlineBudget = 16
 
-// SupervisorMailbox returns the supervisor's mailbox producer: inline-first
-// (see InlineMailbox), like the routes'. The supervisor never blocks, so a
-// PermitRequest or a ConnClosed is handled on the sending route's goroutine
-// (usually a caller's), and the PermitGranted it sends back queues behind
-// the route's current message on that same goroutine: a dial costs no
-// goroutine switch and no goroutine started for the supervisor (protoactor's
-// default mailbox starts one per wake-up, whose stack then grows through the
-// route's and the connection actor's frames).
-func SupervisorMailbox() actor.MailboxProducer { return InlineMailbox(SupervisorInlineBudget) }
+// The supervisor's mailbox (SupervisorConfig.Mailbox) is inline-first too,
+// like the routes'. The supervisor never blocks, so a PermitRequest or a
+// ConnClosed is handled on the sending route's goroutine (usually a
+// caller's), and the PermitGranted it sends back queues behind the route's
+// current message on that same goroutine: a dial costs no goroutine switch
+// and no goroutine started for the supervisor (protoactor's default mailbox
+// starts one per wake-up, whose stack then grows through the route's and the
+// connection actor's frames).
 
 type routeEntry struct {
 	h        *routeHandle
@@ -123,7 +91,11 @@ type routeEntry struct {
 type Supervisor struct {
 	cfg  *SupervisorConfig
 	self *actor.PID
-	inc  *Incarnation
+	// handling is the last request (RouteRequest, StatsRequest) the
+	// supervisor took up: answered at once, unless the supervisor failed
+	// while handling it, in which case its Restarting or Stopping answers it
+	// (answering an answered ticket does nothing).
+	handling any
 
 	routes map[route.Key]*routeEntry
 	byID   map[string]*routeEntry
@@ -133,8 +105,8 @@ type Supervisor struct {
 	// fraction of iterating a map (BenchmarkLRUIdleRoute).
 	list     []*routeEntry
 	total    int
-	hostHeld map[string]int        // permits held per host (MaxConnsPerHost)
-	permits  WaitQueue[*actor.PID] // routes waiting for room, FIFO
+	hostHeld map[string]int                // permits held per host (MaxConnsPerHost)
+	permits  WaitQueue[uint64, *actor.PID] // routes waiting for room, FIFO (numbered by permitN)
 	permitN  uint64
 	evicting int // routes with an EvictIdleRequest unanswered (routeEntry.evicting)
 	roomN    int // routes with roomTotal set
@@ -161,6 +133,10 @@ func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
 // Receive handles the supervisor's messages.
 func (s *Supervisor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
+	switch msg.(type) {
+	case *RouteRequest, *StatsRequest:
+		s.handling = msg
+	}
 	if s.cfg.Route.Fault != nil {
 		s.cfg.Route.Fault("supervisor", msg)
 	}
@@ -194,13 +170,16 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		s.cfg.Logger.Error("connactor: supervisor failed; restarting with every route closed")
 		s.closing = true // this instance is done; its routes stop
-		s.end(true)
+		s.end(ErrSupervisorFailed)
 		return
 	case *actor.Stopping:
 		s.closing = true
-		s.end(false)
+		s.end(ErrClosing)
 		return
 	case *actor.Stopped:
+		if s.cfg.Mailbox != nil {
+			s.cfg.Mailbox.Close() // what reaches it from now on is answered (Undeliverable)
+		}
 		return
 	default:
 		s.cfg.Logger.Warn("supervisor: unknown message", "type", fmt.Sprintf("%T", m))
@@ -213,10 +192,6 @@ type expiryTick struct{ now time.Time }
 
 func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
-	s.inc = newIncarnation()
-	if prev := s.cfg.Incarnation.Swap(s.inc); prev != nil && prev.restarting.Load() {
-		close(prev.next) // its waiters go on with this incarnation
-	}
 	if s.cfg.Fleet != nil {
 		// Every share is 0 until told; after a restart, the keeper tells again.
 		ctx.Send(s.cfg.Fleet, &fleet.SharesRequest{})
@@ -253,19 +228,21 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	})
 }
 
-// end closes this incarnation: the ticker stops and RouteRequest waiters wake.
+// end ends this instance: its ticker stops, and the request it failed while
+// handling, if any, is answered with err (ErrSupervisorFailed for a restart).
 // protoactor then stops the route actors, whose Terminated close their Done.
-// restarting says a new instance follows (see Incarnation.Successor).
-func (s *Supervisor) end(restarting bool) {
+func (s *Supervisor) end(err error) {
 	if s.stopTicker != nil {
 		close(s.stopTicker)
 		s.stopTicker = nil
 	}
-	if s.inc != nil {
-		s.inc.restarting.Store(restarting)
-		close(s.inc.done)
-		s.inc = nil
+	switch m := s.handling.(type) {
+	case *RouteRequest:
+		m.Ticket.Reject(err)
+	case *StatsRequest:
+		m.Ticket.Reject(err)
 	}
+	s.handling = nil
 }
 
 func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
@@ -277,17 +254,21 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		m.Ticket.Deliver(e.h)
 		return
 	}
-	pub := &routePublished{}
+	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget),
+		outbox: make(chan offer, max(1, min(offerDepth, s.cfg.Route.MaxConnsPerRoute))),
+		tel:    s.cfg.Route.Tel.Route(m.Key.Scheme, m.Key.Host, m.Key.Port)}
 	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
 		newRoute = NewRoute
 	}
-	props := actor.PropsFromProducer(newRoute(m.Key, s.cfg.Route, ctx.Self(), pub),
-		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(InlineMailbox(RouteInlineBudget)))
+	props := actor.PropsFromProducer(newRoute(m.Key, s.cfg.Route, ctx.Self(), parts),
+		actor.WithSupervisor(s.cfg.Route.Supervision.Conn), actor.WithMailbox(parts.mb.Producer()))
 	pid := ctx.Spawn(props)
 	done := make(chan struct{})
-	e := &routeEntry{h: &routeHandle{Key: m.Key, PID: pid, Pub: pub, Fleet: fp, Done: done}, host: m.Key.Addr(), done: done}
+	h := &routeHandle{Key: m.Key, PID: pid, Pub: parts.pub, Fleet: fp, Done: done,
+		mb: parts.mb, outbox: parts.outbox, tel: parts.tel}
+	e := &routeEntry{h: h, host: m.Key.Addr(), done: done}
 	s.addRoute(e)
 	s.fleetRouteStarted(e)
 	s.watchEndpoints(ctx, e)

@@ -5,31 +5,61 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
+	"github.com/connactor/connactor/telemetry"
 )
 
-// RouteRequest is sent by the pool to the supervisor to find (or start)
-// the route actor of Key. It is answered through Ticket: Deliver(the route's
-// handle), or Reject(ErrClosing) once the client is closing. The pool
-// caches handles until their Done channel closes, so the supervisor sees one
-// RouteRequest per route, not one per request. A RouteRequest lost to a failure
-// of the supervisor is never answered: waiters also select on
-// SupervisorConfig.Incarnation's Done.
+// RouteRequest is posted by the pool to the supervisor's mailbox to find (or
+// start) the route actor of Key. It is answered through Ticket: Deliver(the
+// route's handle); Reject(ErrClosing) once the client is closing, also by the
+// supervisor's closed mailbox (Undelivered); Reject(ErrSupervisorFailed) when
+// the supervisor failed while handling it. The supervisor's mailbox survives
+// its restarts: requests that wait there are answered by the restarted
+// instance. The pool caches handles until their Done channel closes, so the
+// supervisor sees one RouteRequest per route, not one per request.
 type RouteRequest struct {
 	Key    route.Key
 	Ticket *wait.Ticket[*routeHandle]
 }
 
-// routeHandle is what the pool keeps of a route actor. Done is closed by
-// the supervisor when the route actor has stopped, whatever the reason (client
-// closed, panic, supervisor failure): every wait on the route selects on it.
+// Undelivered answers a RouteRequest that reached the supervisor's mailbox
+// after the supervisor stopped.
+func (m *RouteRequest) Undelivered() { m.Ticket.Reject(ErrClosing) }
+
+// routeHandle is what the pool keeps of a route actor. Callers post their
+// messages to its mailbox (post), which the supervisor made and which
+// outlives the route actor: once the actor has stopped, the mailbox answers
+// what it can no longer deliver (a LeaseRequest with ErrRouteClosed), so a
+// caller waits for its ticket and nothing else. Done is closed by the
+// supervisor when the route actor has stopped, whatever the reason (client
+// closed, panic, supervisor failure): the pool polls it (never waits on it)
+// to stop using the handle.
 type routeHandle struct {
 	Key   route.Key
 	PID   *actor.PID
 	Pub   *routePublished
 	Fleet *fleetPublished
 	Done  <-chan struct{}
+	mb    *mailbox.Mailbox
+	// outbox is the route's outbox (Route.outbox): callers take offers from
+	// it (take); only the route sends.
+	outbox <-chan offer
+	tel    *telemetry.Route // the route's telemetry (nil = none): callers record their lease's wait
+}
+
+// post sends msg to the route actor through its mailbox.
+func (h *routeHandle) post(msg any) { h.mb.PostUserMessage(msg) }
+
+// routeParts are what the supervisor makes for a route actor before spawning
+// it, and hands to it: the counters it publishes, its mailbox, which
+// outlives it (the actor closes it when it stops), and its outbox.
+type routeParts struct {
+	pub    *routePublished
+	mb     *mailbox.Mailbox
+	outbox chan offer
+	tel    *telemetry.Route
 }
 
 // fleetPublished is a route's fleet budget as the supervisor enforces it
@@ -67,13 +97,19 @@ type IdleEvicted struct {
 	Evicted bool
 }
 
-// StatsRequest is sent by the pool (Pool.Stats, Pool.CloseIdle) to the
-// supervisor, which answers through Ticket (Deliver) with its counts and
-// routes. The pool then asks each route itself, so that the supervisor never
-// waits for its routes.
+// StatsRequest is posted by the pool (Pool.Stats, Pool.CloseIdle) to the
+// supervisor's mailbox; the supervisor answers through Ticket (Deliver) with
+// its counts and routes, or Reject(ErrClosing) once stopped (Undelivered),
+// or Reject(ErrSupervisorFailed) when it failed while handling it. The pool
+// then asks each route itself, so that the supervisor never waits for its
+// routes.
 type StatsRequest struct {
 	Ticket *wait.Ticket[StatsResponse]
 }
+
+// Undelivered answers a StatsRequest that reached the supervisor's mailbox
+// after the supervisor stopped.
+func (m *StatsRequest) Undelivered() { m.Ticket.Reject(ErrClosing) }
 
 // StatsResponse is the supervisor's answer to a StatsRequest.
 type StatsResponse struct {

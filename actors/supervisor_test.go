@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -77,15 +76,13 @@ func newSupHarness(t *testing.T, maxTotal int, opts ...func(*supHarness, *Superv
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	var wg conc.WaitGroup
 	life, cancel := context.WithCancel(context.Background())
-	var inc atomic.Pointer[Incarnation]
 	cfg := &SupervisorConfig{
 		Route:         &RouteConfig{MaxConnsPerRoute: maxTotal, Life: life, Logger: quiet, Now: time.Now},
 		MaxConnsTotal: maxTotal,
 		Go:            wg.Go,
 		Logger:        quiet,
-		Incarnation:   &inc,
-		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, pub *routePublished) actor.Producer {
-			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: pub, events: h.events} }
+		NewRoute: func(k route.Key, _ *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer {
+			return func() actor.Actor { return &fakeRoute{key: k, sup: sup, pub: parts.pub, events: h.events} }
 		},
 	}
 	for _, o := range opts {

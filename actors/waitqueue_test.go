@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func contents(q *WaitQueue[string]) string {
+func contents(q *WaitQueue[uint64, string]) string {
 	var parts []string
 	q.Each(func(id uint64, v string) { parts = append(parts, fmt.Sprintf("%d:%s", id, v)) })
 	return strings.Join(parts, " ")
@@ -26,7 +26,7 @@ func TestWaitQueueIsFIFOWithRemovalAnywhere(t *testing.T) {
 		{"unknown id ignored", []uint64{9}, "1:a 2:b 3:c 4:d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var q WaitQueue[string]
+			var q WaitQueue[uint64, string]
 			for i, v := range []string{"a", "b", "c", "d"} {
 				q.Push(uint64(i+1), v)
 			}
@@ -47,7 +47,7 @@ func TestWaitQueueIsFIFOWithRemovalAnywhere(t *testing.T) {
 }
 
 func TestWaitQueuePopsInArrivalOrderAndIsReusable(t *testing.T) {
-	var q WaitQueue[int]
+	var q WaitQueue[uint64, int]
 	for round := 0; round < 3; round++ {
 		for i := 0; i < 5; i++ {
 			q.Push(uint64(round*10+i), i)
@@ -68,7 +68,7 @@ func TestWaitQueuePopsInArrivalOrderAndIsReusable(t *testing.T) {
 }
 
 func TestWaitQueueFindReturnsTheOldestMatch(t *testing.T) {
-	var q WaitQueue[int]
+	var q WaitQueue[uint64, int]
 	for i := 1; i <= 6; i++ {
 		q.Push(uint64(i), i)
 	}
@@ -87,13 +87,13 @@ func TestWaitQueueRefusesADuplicateID(t *testing.T) {
 			t.Fatalf("recover() = %v", r)
 		}
 	}()
-	var q WaitQueue[int]
+	var q WaitQueue[uint64, int]
 	q.Push(1, 1)
 	q.Push(1, 2)
 }
 
 func TestWaitQueueGivesMemoryBackAfterALargeBacklog(t *testing.T) {
-	var q WaitQueue[int]
+	var q WaitQueue[uint64, int]
 	for i := 0; i < 100_000; i++ {
 		q.Push(uint64(i), i)
 	}

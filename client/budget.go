@@ -2,6 +2,8 @@ package client
 
 import (
 	"errors"
+	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -51,47 +53,88 @@ func (b *RetryBudget) fill() error {
 	return nil
 }
 
-// retryBudget counts requests and replays in one-second buckets, lock-free:
-// every request deposits one count (an atomic add on the current second's
-// bucket), and only a replay reads the window. Counts that race with a
-// bucket's reset may be lost, which a budget tolerates.
+// retryBudget counts requests and replays in one-second buckets, lock-free.
+// Every request deposits one count in the current second's bucket, and only a
+// replay reads the window (sums it). Counts that race with a bucket's reset
+// may be lost, which a budget tolerates.
+//
+// A bucket's request count is striped: each request adds to one of a few
+// counters, each on a cache line of its own, chosen at random. One counter
+// written by every request of the client, on every core, costs a cache-line
+// transfer per request (about 0.25 us a request on 16 cores); the budget
+// needs only the sum, which a replay adds up.
 type retryBudget struct {
 	cfg     RetryBudget
 	now     func() time.Time
 	buckets []bucket // one per second of the window, indexed by unix second
+	stripes uint32   // request counters per bucket: a power of two
 
 	allowed, refused atomic.Uint64 // totals, for Stats
 }
 
 type bucket struct {
-	sec               atomic.Int64 // the unix second the counts belong to
-	requests, retries atomic.Int64
+	sec      atomic.Int64 // the unix second the counts belong to
+	retries  atomic.Int64
+	requests []stripe // retryBudget.stripes of them
 }
+
+// stripe is one request counter on a cache line of its own (128 bytes: the
+// line and the one the hardware prefetches with it).
+type stripe struct {
+	n atomic.Int64
+	_ [120]byte
+}
+
+// maxStripes bounds the stripes of a bucket: 16 spread the writes of 16 cores
+// and more, and the sum a replay reads stays short.
+const maxStripes = 16
 
 func newRetryBudget(cfg RetryBudget) *retryBudget {
 	if cfg.Disabled {
 		return nil
 	}
-	return &retryBudget{cfg: cfg, now: time.Now, buckets: make([]bucket, int(cfg.Window/time.Second))}
+	n := uint32(1)
+	for n < uint32(runtime.GOMAXPROCS(0)) && n < maxStripes {
+		n *= 2
+	}
+	b := &retryBudget{cfg: cfg, now: time.Now, buckets: make([]bucket, int(cfg.Window/time.Second)), stripes: n}
+	for i := range b.buckets {
+		b.buckets[i].requests = make([]stripe, n)
+	}
+	return b
 }
 
 // current returns the bucket of second sec, reset if it held an older second.
 func (b *retryBudget) current(sec int64) *bucket {
 	k := &b.buckets[sec%int64(len(b.buckets))]
 	if old := k.sec.Load(); old != sec && k.sec.CompareAndSwap(old, sec) {
-		k.requests.Store(0)
+		for i := range k.requests {
+			k.requests[i].n.Store(0)
+		}
 		k.retries.Store(0)
 	}
 	return k
 }
 
 // request counts one request, made at now (the request's start, which the
-// caller has read anyway). A nil budget counts nothing.
+// caller has read anyway), on a stripe chosen at random (math/rand/v2's
+// generator is per thread: no lock, no shared write). A nil budget counts
+// nothing.
 func (b *retryBudget) request(now time.Time) {
 	if b == nil {
 		return
 	}
-	b.current(now.Unix()).requests.Add(1)
+	k := b.current(now.Unix())
+	k.requests[rand.Uint32()&(b.stripes-1)].n.Add(1)
+}
+
+// requestCount is the bucket's request count: the sum of its stripes.
+func (k *bucket) requestCount() int64 {
+	var n int64
+	for i := range k.requests {
+		n += k.requests[i].n.Load()
+	}
+	return n
 }
 
 // allow reports whether one more replay fits the budget, and counts it if so.
@@ -104,7 +147,7 @@ func (b *retryBudget) allow() bool {
 	for i := range b.buckets {
 		k := &b.buckets[i]
 		if s := k.sec.Load(); s > sec-int64(len(b.buckets)) && s <= sec {
-			requests += k.requests.Load()
+			requests += k.requestCount()
 			retries += k.retries.Load()
 		}
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"io"
+	"sync"
 	"testing"
 	"time"
 )
@@ -63,5 +64,36 @@ func TestRetryBudgetCountsOverASlidingWindow(t *testing.T) {
 	}
 	if a, r := b.totals(); a != 50 || r != 2 {
 		t.Fatalf("totals %d allowed, %d refused", a, r)
+	}
+}
+
+// Requests counted from many goroutines at once land on the bucket's stripes,
+// and the window's sum counts every one of them: 8 x 1000 requests in one
+// second allow 20% of 8000 replays.
+func TestRetryBudgetCountsEveryRequestAcrossItsStripes(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := newRetryBudget(RetryBudget{Ratio: 0.2, MinPerSecond: 1, Window: 10 * time.Second})
+	b.now = func() time.Time { return now }
+	if b.stripes == 0 || b.stripes&(b.stripes-1) != 0 || b.stripes > maxStripes {
+		t.Fatalf("%d stripes: want a power of two up to %d", b.stripes, maxStripes)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 1000 {
+				b.request(now)
+			}
+		})
+	}
+	wg.Wait()
+	if got := b.current(now.Unix()).requestCount(); got != 8000 {
+		t.Fatalf("the bucket counts %d requests, want 8000", got)
+	}
+	allowed := 0
+	for b.allow() {
+		allowed++
+	}
+	if allowed != 1600 {
+		t.Fatalf("%d replays allowed for 8000 requests at 20%%", allowed)
 	}
 }

@@ -15,9 +15,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/faultserver"
 )
 
 // oneShotServer answers one request per connection, without Connection: close,
@@ -78,54 +79,6 @@ func (s *oneShotServer) serveOne(nc net.Conn) {
 	io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 }
 
-// lastConn remembers the client's most recent socket (under TLS, if any).
-type lastConn struct {
-	mu sync.Mutex
-	nc net.Conn
-}
-
-func (l *lastConn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
-	if err == nil {
-		l.mu.Lock()
-		l.nc = nc
-		l.mu.Unlock()
-	}
-	return nc, err
-}
-
-// waitFIN waits until the client's last socket holds the server's FIN (or any
-// byte), without reading it: the state the test is about. The runtime's
-// poller wakes the wait when the socket turns readable (a peek that finds it
-// empty returns false to RawConn.Read, which parks until then). Should the
-// FIN never come, the waiting goroutine ends when the test's client closes
-// the socket.
-func (l *lastConn) waitFIN(t *testing.T) {
-	t.Helper()
-	l.mu.Lock()
-	nc := l.nc
-	l.mu.Unlock()
-	rc, err := nc.(syscall.Conn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readable := make(chan struct{})
-	go func() { // owned by this test: ends with the FIN, or when the client closes the socket
-		defer close(readable)
-		var buf [1]byte
-		rc.Read(func(fd uintptr) bool {
-			_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			return err != syscall.EAGAIN // readable (the FIN, or bytes), or already closed by the pool
-		})
-	}()
-	select {
-	case <-readable:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server's FIN never arrived")
-	}
-}
-
 // postOnce sends a POST whose body cannot be replayed (no GetBody).
 func postOnce(c *Client, url string, seq int) error {
 	req, err := http.NewRequest("POST", url, strings.NewReader(fmt.Sprintf("payload %d", seq)))
@@ -168,8 +121,8 @@ func TestServerThatClosesAfterEveryResponseLosesNoPOST(t *testing.T) {
 				url = "https://"
 			}
 			srv := newOneShotServer(t, srvTLS)
-			var lc lastConn
-			cfg.DialContext = lc.dial
+			var lc faultserver.LastConn
+			cfg.DialContext = lc.Dial
 			c := newClient(t, cfg)
 			url += srv.ln.Addr().String() + "/upload"
 			failed := 0
@@ -180,7 +133,7 @@ func TestServerThatClosesAfterEveryResponseLosesNoPOST(t *testing.T) {
 					continue // the failed exchange closed its connection
 				}
 				<-srv.closed
-				lc.waitFIN(t)
+				waitFIN(t, &lc)
 			}
 			srv.mu.Lock()
 			defer srv.mu.Unlock()
@@ -220,4 +173,15 @@ func TestServerThatClosesAfterEveryResponseNeverGetsAPOSTTwice(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 50 POSTs failed (written before the server's close arrived)", failed)
+}
+
+// waitFIN waits until the client's last socket holds the server's FIN (or any
+// byte), without reading it: the state the test is about.
+func waitFIN(t *testing.T, lc *faultserver.LastConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := lc.WaitFIN(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

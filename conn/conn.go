@@ -19,6 +19,7 @@ package conn
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -72,6 +73,10 @@ type Options struct {
 	// with "conn" and each message at the start of Receive; tests panic in it
 	// to fail the actor as a bug would.
 	Fault func(kind string, msg any)
+	// IdleWatchDelay replaces the package's IdleWatchDelay when set (0 = that
+	// default): tests push the watch out to leave a server's close of an idle
+	// connection to the probe.
+	IdleWatchDelay time.Duration
 	// Go starts a goroutine owned by the client (dials and idle watchers), which
 	// waits for them on Close. It must not be nil.
 	Go     func(func())
@@ -93,14 +98,14 @@ type Options struct {
 // the mailbox's.
 const inlineBudget = 1
 
-// connMailbox is every connection actor's mailbox producer: messages run on
-// the sender's goroutine, without an allocation per message.
-var connMailbox = mailbox.Inline(inlineBudget)
-
 // Props returns the props of the connection actor numbered id (unique within its
 // route) for route key k, which dials by name. life bounds the dial: it ends
 // when the client closes. The actor must be spawned as a child of the route
 // actor: it reports to its parent.
+// Its mailbox is inline (messages run on the sender's goroutine, without an
+// allocation per message), and its own: the actor closes it when it stops,
+// so that an ExchangeRequest posted to it afterwards is answered (see
+// Dialed.Inbox).
 func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Props {
 	return DialProps(k, opt, DialRequest{ID: id, Life: life})
 }
@@ -110,9 +115,10 @@ func Props(id uint64, k route.Key, opt *Options, life context.Context) *actor.Pr
 // endpoints).
 func DialProps(k route.Key, opt *Options, d DialRequest) *actor.Props {
 	addr := k.Addr()
+	mb := mailbox.New(inlineBudget)
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Actor{id: d.ID, key: k, addr: addr, opt: opt, life: d.Life, to: d.To}
-	}, actor.WithMailbox(connMailbox))
+		return &Actor{id: d.ID, key: k, addr: addr, opt: opt, life: d.Life, to: d.To, mb: mb}
+	}, actor.WithMailbox(mb.Producer()))
 }
 
 // Actor is a connection actor. All fields are touched only inside Receive, except
@@ -133,7 +139,8 @@ type Actor struct {
 	sys      *actor.ActorSystem
 	self     *actor.PID
 	parent   *actor.PID
-	recycled *Recycled // made by the first recycle, sent by every one
+	mb       *mailbox.Mailbox // the actor's own; closed when it stops
+	recycled *Recycled        // made by the first recycle, sent by every one
 
 	nc  net.Conn
 	rd  *countingReader // under br: counts response bytes, bounds the header size (&rdv)
@@ -213,7 +220,9 @@ func (c *Actor) Receive(ctx actor.Context) {
 		c.startDial()
 	case *actor.Stopping:
 		c.onStopping()
-	case *actor.Stopped, *actor.Restarting:
+	case *actor.Stopped:
+		c.mb.Close() // what reaches the actor from now on is answered (Undeliverable)
+	case *actor.Restarting:
 	default:
 		c.opt.Logger.Warn("conn: unknown message", "type", fmt.Sprintf("%T", m))
 	}
@@ -285,7 +294,9 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.rd, c.wr = &c.rdv, &c.wrv
 	c.br, c.bw = newReader(c.rd), newWriter(c.wr)
 	c.probe = newIdleProbe(c.nc)
-	c.sys.Root.Send(c.parent, m.report(c.id, nil, c.nc))
+	d := m.report(c.id, nil, c.nc)
+	d.Inbox = c.mb
+	c.sys.Root.Send(c.parent, d)
 }
 
 // tlsState is the connection's TLS state, read once: every response of the
@@ -342,7 +353,7 @@ func (c *Actor) onWatchIdle() {
 		return
 	}
 	if c.watchDelay == 0 {
-		c.watchDelay = IdleWatchDelay
+		c.watchDelay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
 	}
 	c.watchDue.Store(monoNow() + int64(c.watchDelay))
 	c.watchState.Store(watchArmed)
@@ -419,7 +430,7 @@ func (c *Actor) stopWatch() error {
 		c.broken = true
 		return err
 	}
-	c.watchDelay = min(2*c.watchDelay, MaxIdleWatchDelay) // this watch was wasted: look later next time
+	c.watchDelay = min(2*c.watchDelay, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay)) // this watch was wasted: look later next time
 	return nil
 }
 

@@ -134,6 +134,8 @@ func (e *RequestBodyError) Unwrap() []error {
 	return []error{e.Err, ErrNotSent}
 }
 
-// ErrConnActorFailed is the cause of an exchange whose connection actor failed
-// (panicked and was stopped) before answering it. The connection is closed.
+// ErrConnActorFailed is the cause of an exchange whose connection actor
+// stopped before answering it: it failed (panicked and was stopped), or it
+// stopped with its route. The connection is closed; nothing was written
+// unless the error says so.
 var ErrConnActorFailed = errors.New("connection actor failed")

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -41,6 +42,12 @@ type Dialed struct {
 	// TLS or proxy failure after the connect is none of theirs.
 	Peer   netip.AddrPort
 	Failed Endpoints
+	// Inbox is the actor's mailbox (HTTP/1.1 only), for lease holders: an
+	// ExchangeRequest posted there reaches the actor as one sent to its PID
+	// does, and one that reaches it after it stopped is answered by the
+	// mailbox (ErrConnActorFailed) instead of being dropped, so that the
+	// holder's wait needs nothing but its ticket.
+	Inbox *mailbox.Mailbox
 }
 
 // StreamsChanged is sent by an HTTP/2 connection actor to its route when the
@@ -82,16 +89,17 @@ type IdleBroken struct {
 // the connection starts watching its socket. No reply.
 type WatchIdle struct{}
 
-// ExchangeRequest is sent by the holder of a lease to the connection actor: write
-// Req and read the response head. It is answered exactly once, through Reply
-// (the holder's ticket: Deliver, or Reject with the route's closing, never
-// both). The connection actor has an inline-first mailbox, so the exchange runs
-// on the sender's goroutine and the answer is usually in Reply when Send
-// returns. A holder that gave up (its route stopped) cancels Reply; an answer
-// delivered to nobody is dropped: a response body is not read and its Done
-// never called (the connection stops with its route), while a response
-// without a body has ended its exchange, Done included, before it is
-// answered.
+// ExchangeRequest is sent by the holder of a lease to the connection actor
+// (posted to Dialed.Inbox): write Req and read the response head. It is
+// answered exactly once, through Reply (the holder's ticket): by the actor,
+// by the actor's Stopping when it fails while handling it, or by its closed
+// mailbox when it reaches an actor that has stopped (Undelivered). The
+// connection actor has an inline-first mailbox, so the exchange runs on the
+// sender's goroutine and the answer is usually in Reply when Send returns. A
+// holder that cancels Reply has the answer dropped: a response body is not
+// read and its Done never called (the connection is closed), while a
+// response without a body has ended its exchange, Done included, before it
+// is answered.
 //
 // On success the response body streams from the socket; Done is called exactly
 // once when the exchange is over (body at EOF, closed, or failed while read),
@@ -114,6 +122,12 @@ type ExchangeRequest struct {
 	AcceptGzip bool
 	Reply      *wait.Ticket[ExchangeResponse]
 	Done       Ender
+}
+
+// Undelivered answers an exchange that reached the connection actor after it
+// stopped (its mailbox is closed): nothing was written.
+func (m *ExchangeRequest) Undelivered() {
+	m.Reply.Deliver(ExchangeResponse{Err: &ExchangeError{Op: "write", Reused: m.Reused, Err: ErrConnActorFailed}})
 }
 
 // Ender is told when an exchange is over (see ExchangeRequest.Done). The lease

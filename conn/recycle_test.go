@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -89,10 +90,11 @@ func newRecycleFixture(t *testing.T) *recycleFixture {
 	parent := f.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
+			mb := mailbox.New(inlineBudget)
 			spawned <- ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-				f.a = &Actor{id: 1, key: key, addr: key.Addr(), opt: opt, life: life}
+				f.a = &Actor{id: 1, key: key, addr: key.Addr(), opt: opt, life: life, mb: mb}
 				return f.a
-			}, actor.WithMailbox(connMailbox)))
+			}, actor.WithMailbox(mb.Producer())))
 		case *Dialed:
 			f.dialed <- m
 		case *Recycled:
@@ -209,7 +211,7 @@ func (f *recycleFixture) send(t *testing.T, id uint64, reused bool) (ExchangeRes
 // with the reason it may outlive its socket.
 var recycleKeeps = map[string]bool{
 	"key": true, "addr": true, "opt": true, // the route's
-	"sys": true, "self": true, "parent": true, "recycled": true, // the actor's place
+	"sys": true, "self": true, "parent": true, "mb": true, "recycled": true, // the actor's place
 	"watchTimer": true, "watchDone": true, "watchSet": true, "watchDue": true, // reused across sockets as across idle periods
 	"lent": true, "dialed": true, "stopped": true, "watchState": true, // atomics, checked by value
 }

@@ -37,6 +37,7 @@ type Stats struct {
 	Closed        uint64            `json:"closed"`                 // connections closed since the route started
 	Leases        uint64            `json:"leases"`                 // leases granted
 	Reuses        uint64            `json:"reuses"`                 // leases granted on a re-used connection
+	Offered       uint64            `json:"offered"`                // of Leases, those taken from the route's outbox (no message to the route)
 	DialFailures  uint64            `json:"dialFailures"`           // dials that failed
 	LeaseTimeouts uint64            `json:"leaseTimeouts"`          // callers that gave up after LeaseTimeout
 	QueueFull     uint64            `json:"queueFull"`              // callers refused with ErrQueueFull (MaxPendingPerRoute)

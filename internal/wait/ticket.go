@@ -38,10 +38,6 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // and a channel only when the waiter has to block (Ready before the outcome).
 // The zero Ticket is ready to use; a Ticket must not be copied after first use.
 type Ticket[T any] struct {
-	// ID is the waiter's number, unique per queue (set before the ticket is
-	// shared, never changed): queues find a cancelled waiter by it.
-	ID uint64
-
 	mu    sync.Mutex
 	state ticketState
 	val   T

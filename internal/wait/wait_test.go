@@ -127,7 +127,7 @@ func TestSemaphoreServesWaitersInArrivalOrder(t *testing.T) {
 	}
 	tks := make([]*Ticket[struct{}], 5)
 	for i := range tks {
-		tks[i] = &Ticket[struct{}]{ID: uint64(i)}
+		tks[i] = &Ticket[struct{}]{}
 		s.Enqueue(tks[i])
 	}
 	if s.TryAcquire() {
@@ -235,5 +235,48 @@ func TestSemaphoreCancelOfAnAlreadyCancelledTicketGivesTheUnitBack(t *testing.T)
 	s.Cancel(tk) // ... and the waiter cancels with the semaphore
 	if held, waiting := s.Held(); held != 0 || waiting != 0 {
 		t.Fatalf("held %d waiting %d", held, waiting)
+	}
+}
+
+// Close rejects every queued waiter with its error, and every later Enqueue;
+// units held stay held, and their Release serves nobody.
+func TestSemaphoreCloseRejectsQueuedAndLaterWaiters(t *testing.T) {
+	errClosed := errors.New("closed")
+	s := NewSemaphore(1)
+	if !s.TryAcquire() {
+		t.Fatal("first acquire failed")
+	}
+	queued := []*Ticket[struct{}]{{}, {}, {}}
+	for _, tk := range queued {
+		s.Enqueue(tk)
+	}
+	gaveUp := &Ticket[struct{}]{}
+	s.Enqueue(gaveUp)
+	gaveUp.Cancel()
+	s.Close(errClosed)
+	s.Close(errors.New("again")) // nothing more
+	for i, tk := range queued {
+		select {
+		case <-tk.Ready():
+		default:
+			t.Fatalf("waiter %d not answered by Close", i)
+		}
+		if _, err, ok := tk.Result(); !ok || err != errClosed {
+			t.Fatalf("waiter %d: %v, %v", i, err, ok)
+		}
+	}
+	later := &Ticket[struct{}]{}
+	s.Enqueue(later)
+	if _, err, ok := later.Result(); !ok || err != errClosed {
+		t.Fatalf("a waiter after Close: %v, %v", err, ok)
+	}
+	if held, waiting := s.Held(); held != 1 || waiting != 0 {
+		t.Fatalf("after Close: held %d waiting %d", held, waiting)
+	}
+	s.Release()
+	select {
+	case <-s.Drained():
+	default:
+		t.Fatal("not drained once the last unit was released")
 	}
 }

@@ -1,0 +1,216 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
+)
+
+// The lease and the release on a route: a LeaseRequest served at once (a
+// free stream, an idle connection, what is still on offer) or queued in the
+// FIFO; a Released that hands the connection to the next waiter, or to the
+// idle list, or closes it. The outbox's side of both is route_outbox.go.
+
+func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
+	if r.closed {
+		m.Ticket.Reject(ErrRouteClosed)
+		return
+	}
+	if m.Ticket.Done() {
+		return // gave up before we got to it; its LeaseCancelled follows
+	}
+	if r.leaseNow(ctx, m) {
+		return
+	}
+	// A caller that would wait for a dial fails at once while dials keep
+	// failing (connections the route still has serve as usual).
+	if !r.breaker.allow(r.clock()) {
+		r.tel.LeaseRejected("route_unavailable")
+		m.Ticket.Reject(ErrRouteUnavailable)
+		return
+	}
+	if max := r.cfg.MaxPendingPerRoute; max > 0 && r.waiters.Len() >= max {
+		r.queueFull++
+		r.tel.LeaseRejected("queue_full")
+		m.Ticket.Reject(ErrQueueFull)
+		return
+	}
+	r.takeBack() // no caller queues while an offer waits in the outbox
+	r.waiters.Push(m.Ticket, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
+	if m.Fresh {
+		r.freshWaiters++
+	}
+}
+
+// leaseNow grants m a free stream or an idle connection, and reports
+// whether it did. One goes to m only if nobody who can take it queued
+// earlier: for a stream, a waiter that does not avoid its connection (one
+// that avoids it, a replay, waits for another connection, and m does not
+// queue behind it); for an idle connection, a waiter that is not fresh
+// (fresh waiters cannot take a re-used connection). A fresh caller takes
+// neither.
+func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
+	if m.Fresh {
+		return false
+	}
+	cs := r.h2WithRoom(ctx, m.Avoid)
+	if cs != nil && r.waiterFor(cs) {
+		cs = nil
+	}
+	if cs == nil && r.waiters.Len() == r.freshWaiters {
+		if cs = r.popIdle(ctx); cs == nil && len(r.offered) > 0 {
+			r.takeBack() // what is still on offer serves m rather than a later caller
+			cs = r.popIdle(ctx)
+		}
+	}
+	if cs == nil {
+		return false
+	}
+	if !r.grant(m, cs, queuedAt{}) {
+		r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes
+	}
+	return true
+}
+
+// onLeaseCancelled drops a waiter that gave up, and takes back a connection
+// delivered to it just before it gave up.
+func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
+	if w, ok := r.waiters.Remove(m.Ticket); ok {
+		r.dequeued(w)
+	}
+	if m.TimedOut {
+		r.leaseTimeouts++
+	}
+	if l, ok := m.Ticket.Returned(); ok {
+		switch cs := r.conns[l.ConnID]; {
+		case cs == nil:
+		case l.Offered:
+			r.offerBack(ctx, cs) // taken from the outbox, given back untouched
+		case cs.phase == phaseLeased:
+			// Untouched: it goes back as it was, keeping its idle caps.
+			cs.proto.takenBack()
+			r.available(ctx, cs, r.clock())
+		}
+	}
+}
+
+// dequeued accounts for a waiter that left the queue and returns when and where
+// it had queued.
+func (r *Route) dequeued(w waiter) queuedAt {
+	if w.req.Fresh {
+		r.freshWaiters--
+	}
+	if r.waiters.Len() == 0 {
+		r.warnedWait = false
+	}
+	return w.queuedAt
+}
+
+func (r *Route) onReleased(ctx actor.Context, m *Released) {
+	cs := r.conns[m.ConnID]
+	if cs != nil && cs.phase == phaseOffered {
+		r.unoffer(cs)
+		r.taken(cs) // taken from the outbox: its lease is counted now
+	}
+	if cs == nil || cs.phase != phaseLeased {
+		return // closed meanwhile (client close)
+	}
+	cs.proto.released(ctx, r, cs, m)
+}
+
+// available hands a connection that just became free (released, returned or
+// dialed) to the oldest waiter that can take it, or makes it idle (see its
+// protocol's available).
+func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
+	if r.drained(ctx, cs) {
+		return
+	}
+	cs.proto.available(ctx, r, cs, now)
+}
+
+// idleOrClose puts a connection that nobody needs on the idle list (least
+// recently used first) and reports true, or closes it when closeIt (room is
+// wanted, it drains).
+func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
+	if closeIt {
+		r.closeConn(ctx, cs, route.ReasonEvicted)
+		return false
+	}
+	cs.phase = phaseIdle
+	cs.idleSince = now
+	cs.idleIdx = len(r.idle)
+	r.idle = append(r.idle, cs)
+	return true
+}
+
+// wentIdle is the one message, never changed, that tells a connection it is idle.
+var wentIdle = &conn.WatchIdle{}
+
+// grant delivers cs to the waiter's ticket. It reports false, changing nothing,
+// when the waiter has given up: the caller keeps cs.
+func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
+	now := r.clock()
+	var idleFor, waited time.Duration
+	if !cs.idleSince.IsZero() {
+		idleFor = now.Sub(cs.idleSince)
+	}
+	if q.pos > 0 {
+		waited = now.Sub(q.at)
+	}
+	lease := Lease{ConnID: cs.id, Conn: cs.pid, Inbox: cs.inbox, Reused: cs.served > 0, IdleTime: idleFor,
+		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.proto.h2Conn()}
+	if !w.Ticket.Deliver(lease) {
+		return false
+	}
+	if r.cfg.Fault != nil {
+		r.cfg.Fault("granted", w)
+	}
+	cs.proto.granted(r, cs)
+	if q.pos > 0 {
+		r.recentWaits.add(route.Wait{At: now, Waited: waited, QueuePos: q.pos})
+	}
+	cs.phase = phaseLeased
+	cs.idleSince = time.Time{}
+	cs.leasedAt = now
+	cs.lastIdle = idleFor
+	r.leases++
+	if cs.served > 0 {
+		r.reuses++
+	}
+	cs.dial = DialTiming{}
+	return true
+}
+
+// popIdle takes the most recently used idle HTTP/1.1 connection that is
+// still good, closing the expired ones it meets. Idle HTTP/2 connections are
+// h2WithRoom's: leased as streams, to callers that do not avoid them.
+func (r *Route) popIdle(ctx actor.Context) *connState {
+	now := r.clock()
+	for i := len(r.idle) - 1; i >= 0; i-- { // removing r.idle[i] leaves r.idle[:i] as it was
+		cs := r.idle[i]
+		if !cs.proto.exclusive() {
+			continue
+		}
+		r.removeIdle(cs)
+		if reason, dead := r.expired(cs, now); dead {
+			r.closeConn(ctx, cs, reason)
+			continue
+		}
+		return cs
+	}
+	return nil
+}
+
+func (r *Route) removeIdle(cs *connState) {
+	i := cs.idleIdx
+	copy(r.idle[i:], r.idle[i+1:])
+	r.idle[len(r.idle)-1] = nil
+	r.idle = r.idle[:len(r.idle)-1]
+	for j := i; j < len(r.idle); j++ {
+		r.idle[j].idleIdx = j
+	}
+	cs.idleIdx = -1
+}

@@ -1,0 +1,340 @@
+package actors
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
+)
+
+// The outbox and the FIFO: a caller that queued is never overtaken by one
+// that takes an offer later. Two connections, both on offer, both taken
+// without a message; W queues; a release goes to W, not to the outbox; X and
+// Y find the outbox empty and queue behind W; releases serve them in order.
+func TestAnOfferNeverOvertakesAQueuedCaller(t *testing.T) {
+	p := newPool(t, 2, 8)
+	h := p.idleRoute("a", 2)
+	p.offers(h, 2)
+	a, ok1 := p.take(h)
+	b, ok2 := p.take(h)
+	if !ok1 || !ok2 || a.ConnID == b.ConnID || !a.Reused || !a.Offered {
+		t.Fatalf("took %+v %v, %+v %v", a, ok1, b, ok2)
+	}
+	if _, ok := p.take(h); ok {
+		t.Fatal("a third offer from two connections")
+	}
+	w := p.ask(h)
+	if !p.waiting(h, w) {
+		t.Fatal("W was served with both connections taken")
+	}
+	p.release(h, true, a)
+	got := p.leased(w)
+	if got.ConnID != a.ConnID || got.Offered || got.QueuePos != 1 {
+		t.Fatalf("W got %+v, want connection %d from the FIFO", got, a.ConnID)
+	}
+	p.offers(h, 0) // the release went to W
+	x, y := p.ask(h), p.ask(h)
+	if !p.waiting(h, x) || !p.waiting(h, y) {
+		t.Fatal("X or Y served with every connection held")
+	}
+	if _, ok := p.take(h); ok {
+		t.Fatal("an offer while callers wait")
+	}
+	p.release(h, true, b)
+	if l := p.leased(x); l.ConnID != b.ConnID || !p.waiting(h, y) {
+		t.Fatalf("X got %+v; Y waiting %v", l, !y.Done())
+	}
+	p.release(h, true, got)
+	if l := p.leased(y); l.ConnID != got.ConnID {
+		t.Fatalf("Y got %+v", l)
+	}
+	if st := p.stats(h); st.Offered != 2 || st.Leases != 7 || st.Pending != 0 {
+		t.Fatalf("stats: %d offered, %d leases, %d pending; want 2, 7, 0", st.Offered, st.Leases, st.Pending)
+	}
+}
+
+// A LeaseRequest that finds no idle connection listed but offers still in the
+// outbox is served from them (the route takes them back), rather than
+// queueing while a later caller could take them.
+func TestALeaseRequestIsServedFromTheOutboxBeforeItQueues(t *testing.T) {
+	p := newPool(t, 2, 8)
+	h := p.idleRoute("a", 2)
+	p.offers(h, 2)
+	taken, _ := p.take(h)
+	l := p.leased(p.ask(h))
+	if l.ConnID == taken.ConnID || l.Offered {
+		t.Fatalf("the request got %+v; %d was taken", l, taken.ConnID)
+	}
+	if st := p.stats(h); st.Leased != 2 || st.Idle != 0 || st.Pending != 0 || st.Offered != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	p.release(h, true, l, taken)
+	p.offers(h, 2)
+}
+
+// Stats with offers: those in the outbox count as idle, those taken as
+// leased (Leases and Offered count them once the route hears of them).
+func TestStatsCountOffersInTheOutboxAsIdleAndTakenOnesAsLeased(t *testing.T) {
+	p := newPool(t, 8, 8)
+	h := p.idleRoute("a", 6)
+	p.offers(h, 4)
+	before := p.stats(h)
+	taken := []Lease{}
+	for i := 0; i < 3; i++ {
+		l, ok := p.take(h)
+		if !ok {
+			t.Fatal("no offer")
+		}
+		taken = append(taken, l)
+	}
+	granted := p.leased(p.ask(h)) // from the idle list, least... most recently used
+	st := p.stats(h)
+	if st.Open != 6 || st.Idle != 2 || st.Leased != 4 || st.Leases != before.Leases+1 {
+		t.Fatalf("with 3 taken and 1 granted: %+v", st)
+	}
+	if got := h.Pub.Idle.Load(); got != 2 {
+		t.Fatalf("published %d idle, want 2", got)
+	}
+	p.release(h, true, append(taken, granted)...)
+	st = p.stats(h)
+	if st.Idle != 6 || st.Leased != 0 || st.Leases != before.Leases+4 || st.Offered != before.Offered+3 {
+		t.Fatalf("after the releases: %+v", st)
+	}
+}
+
+// Only offerDepth connections rotate: one caller doing requests one after
+// another on a route with 16 idle connections uses at most offerDepth of
+// them, and the others expire after MaxIdleTime as idle connections do (the
+// bubble's fake clock, with the supervisor's expiry ticks).
+func TestOffersRotateOnlyAFewConnectionsAndTheRestExpire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPool(t, 16, 16, func(cfg *SupervisorConfig) {
+			cfg.Route.MaxIdleTime = time.Minute
+			cfg.ExpiryInterval = time.Second
+		})
+		h := p.idleRoute("a", 16)
+		used := map[uint64]bool{}
+		for i := 0; i < 150; i++ { // one request a second for 150 s
+			l, ok := p.take(h)
+			if !ok {
+				l = p.leased(p.ask(h))
+			}
+			used[l.ConnID] = true
+			p.release(h, true, l)
+			time.Sleep(time.Second)
+			synctest.Wait()
+		}
+		if len(used) > offerDepth {
+			t.Fatalf("%d connections used by one caller, want at most %d", len(used), offerDepth)
+		}
+		st := p.stats(h)
+		if st.Open != len(used) || int(st.ClosedBy[string(route.ReasonIdleExpired)]) != 16-len(used) {
+			t.Fatalf("%d used; open %d, closed %v", len(used), st.Open, st.ClosedBy)
+		}
+	})
+}
+
+// Closing idle connections takes the offers back first and closes each
+// exactly once; an offer a caller took meanwhile is not closed under it, and
+// goes back to serve when released.
+func TestCloseIdleClosesEveryOfferOnceAndNoneTaken(t *testing.T) {
+	p := newPool(t, 8, 8)
+	h := p.idleRoute("a", 4)
+	p.offers(h, 4)
+	taken, _ := p.take(h)
+	tk := &wait.Ticket[int]{}
+	p.sys.Root.Send(h.PID, &CloseIdleRequest{Ticket: tk})
+	if n, err := result(t, tk); err != nil || n != 3 {
+		t.Fatalf("closed %d (%v), want the 3 offers left", n, err)
+	}
+	st := p.stats(h)
+	if st.Open != 1 || st.Leased != 1 || st.Closed != 3 || st.ClosedBy[string(route.ReasonCloseIdle)] != 3 {
+		t.Fatalf("after CloseIdle: %+v", st)
+	}
+	p.release(h, true, taken)
+	if st := p.stats(h); st.Open != 1 || st.Idle != 1 || st.Closed != 3 {
+		t.Fatalf("after the release: %+v", st)
+	}
+}
+
+// LRU eviction with offers: under MaxConnsTotal, another route's need evicts
+// the least recently used idle connection, whether on the idle list or on
+// offer, and never one a caller took from the outbox, even the least
+// recently used of all.
+func TestEvictionClosesTheLeastRecentlyUsedIdleConnectionNeverATakenOne(t *testing.T) {
+	p := newPool(t, 8, 6)
+	a := p.route("a")
+	ls := p.lease(a, 6)
+	for _, l := range ls { // released one by one: ls[0] is the least recently used
+		p.release(a, true, l)
+		p.stats(a)
+	}
+	p.offers(a, 4) // offered as they became idle: ls[0] to ls[3]
+	taken, _ := p.take(a)
+	if taken.ConnID != ls[0].ConnID {
+		t.Fatalf("took %d, want the first offered, %d", taken.ConnID, ls[0].ConnID)
+	}
+	b := p.route("b")
+	got := p.leased(p.ask(b)) // needs a place: one of a's idle connections is evicted
+	st := p.stats(a)
+	if st.Open != 5 || st.ClosedBy[string(route.ReasonEvicted)] != 1 {
+		t.Fatalf("route a after the eviction: %+v", st)
+	}
+	left := map[uint64]bool{taken.ConnID: true}
+	for i := 0; i < 4; i++ {
+		l, ok := p.take(a)
+		if !ok {
+			l = p.leased(p.ask(a))
+		}
+		left[l.ConnID] = true
+	}
+	if left[ls[1].ConnID] || len(left) != 5 {
+		t.Fatalf("connections left %v: want all but %d, the least recently used one not taken", left, ls[1].ConnID)
+	}
+	p.release(b, true, got)
+}
+
+// An offer taken past its connection's due time is declined: the route
+// closes the connection as due, and the caller leases another way.
+func TestAnOfferTakenPastItsDueTimeIsDeclinedAndClosed(t *testing.T) {
+	p := newPool(t, 2, 8, func(cfg *SupervisorConfig) { cfg.Route.MaxIdleTime = time.Minute })
+	h := p.idleRoute("a", 1)
+	p.offers(h, 1)
+	if _, ok := h.take(time.Now().Add(2 * time.Minute)); ok {
+		t.Fatal("an offer past its due time was taken")
+	}
+	p.offers(h, 0)
+	st := p.stats(h)
+	if st.Open != 0 || st.ClosedBy[string(route.ReasonIdleExpired)] != 1 || st.Leases != 1 {
+		t.Fatalf("after the decline: %+v", st)
+	}
+}
+
+// The hammer: 12 callers on a route of 8 connections, half of them taking
+// offers when there are some and asking the route otherwise, half always
+// asking the route (as fresh replays do), holding each connection a random
+// while. It checks, for every LeaseRequest W the route handled, that
+// the takes from the outbox that happened wholly between the route taking W
+// up and granting W are no more than the offers the outbox held when the
+// route took W up (each take is stamped before and after it, the route's
+// events by its fault hook); that no caller waits in the FIFO while an offer
+// sits in the outbox; that no connection is ever held by two callers; and
+// that the route and the total limits hold.
+func TestOffersKeepTheFIFOBoundAndTheLimitsUnderAHammer(t *testing.T) {
+	const callers, conns, rounds = 12, 8, 400
+	var (
+		seq        atomic.Uint64
+		h          atomic.Pointer[routeHandle]
+		mu         sync.Mutex
+		started    = map[*wait.Ticket[Lease]][2]uint64{} // start stamp, offers held then
+		granted    = map[*wait.Ticket[Lease]]uint64{}
+		violations atomic.Int32
+	)
+	hook := func(kind string, msg any) {
+		rh := h.Load()
+		if rh == nil {
+			return
+		}
+		switch kind {
+		case "route":
+			if rh.Pub.Pending.Load() > 0 && len(rh.outbox) > 0 {
+				violations.Add(1) // the previous message left callers waiting and offers out
+			}
+			if m, ok := msg.(*LeaseRequest); ok {
+				held := uint64(len(rh.outbox))
+				s := seq.Add(1)
+				mu.Lock()
+				started[m.Ticket] = [2]uint64{s, held}
+				mu.Unlock()
+			}
+		case "granted":
+			g := seq.Add(1)
+			mu.Lock()
+			granted[msg.(*LeaseRequest).Ticket] = g
+			mu.Unlock()
+		}
+	}
+	p := newPool(t, conns, conns, withFault(hook))
+	rh := p.idleRoute("a", conns)
+	h.Store(rh)
+	type take struct{ pre, post uint64 }
+	takes := make([][]take, callers)
+	holder := make(map[uint64]*atomic.Int32, conns)
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Go(func() {
+			for i := 0; i < rounds; i++ {
+				var l Lease
+				ok := false
+				pre := seq.Add(1)
+				if c%2 == 0 {
+					l, ok = rh.take(time.Now())
+				}
+				post := seq.Add(1)
+				if ok {
+					takes[c] = append(takes[c], take{pre, post})
+				} else {
+					l = p.leased(p.ask(rh))
+				}
+				mu.Lock()
+				in := holder[l.ConnID]
+				if in == nil {
+					in = &atomic.Int32{}
+					holder[l.ConnID] = in
+				}
+				mu.Unlock()
+				if in.Add(1) != 1 {
+					t.Errorf("connection %d held by two callers", l.ConnID)
+				}
+				for range rand.IntN(3) {
+					runtime.Gosched()
+				}
+				in.Add(-1)
+				p.release(rh, true, l)
+			}
+		})
+	}
+	wg.Wait()
+	if n := violations.Load(); n > 0 {
+		t.Fatalf("%d times a message left callers waiting with offers in the outbox", n)
+	}
+	var all []take
+	for _, ts := range takes {
+		all = append(all, ts...)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	checked, worst := 0, 0
+	for tk, s := range started {
+		g, ok := granted[tk]
+		if !ok {
+			t.Fatalf("a LeaseRequest taken up at %d was never granted", s[0])
+		}
+		overtook := 0
+		for _, tt := range all {
+			if tt.pre > s[0] && tt.post < g {
+				overtook++
+			}
+		}
+		if overtook > int(s[1]) {
+			t.Fatalf("a caller was overtaken by %d takes with %d offers in the outbox when the route took it up", overtook, s[1])
+		}
+		worst = max(worst, overtook)
+		checked++
+	}
+	st := p.stats(rh)
+	t.Logf("%d LeaseRequests checked, %d takes, most takes while one waited: %d; route: %d leases, %d offered",
+		checked, len(all), worst, st.Leases, st.Offered)
+	if st.Open > conns || p.dialCount() > conns || p.supStats().Total > conns {
+		t.Fatalf("limits exceeded: open %d, dials %d, total %d", st.Open, p.dialCount(), p.supStats().Total)
+	}
+	if len(all) == 0 || checked == 0 {
+		t.Fatalf("the hammer exercised %d takes and %d requests: both paths are needed", len(all), checked)
+	}
+}
