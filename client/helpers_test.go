@@ -146,34 +146,6 @@ func getURL(c *Client, u string) (*http.Response, error) {
 	return c.RoundTrip(req)
 }
 
-// secureGet sends a GET for url with ctx and returns the status and body.
-func secureGet(ctx context.Context, c *Client, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := c.RoundTrip(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-// mustGet is secureGet that fails the test on an error or a status other than 200.
-func mustGet(t *testing.T, ctx context.Context, c *Client, url string) string {
-	t.Helper()
-	code, body, err := secureGet(ctx, c, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != http.StatusOK {
-		t.Fatalf("GET %s: status %d", url, code)
-	}
-	return body
-}
-
 func requestCtx(ctx context.Context, url string) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	return req

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/calls"
 )
 
 // connLog records, at an HTTP/2 server, which connection (the client's
@@ -99,7 +101,7 @@ func TestAnHTTP2ConnectionAtMaxRequestsPerConnTakesNoNewStream(t *testing.T) {
 	drain(t, errsB, 5)
 
 	// Under load: 300 requests from 16 callers, never more than 10 on a connection.
-	if failed := h2Load(t, c, srv.URL, 300, 16, true); failed > 0 {
+	if failed := calls.H2Load(t, c, srv.URL, 300, 16, true); failed > 0 {
 		t.Fatalf("%d of 300 requests failed", failed)
 	}
 	st := waitSettled(t, c)

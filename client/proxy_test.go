@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/connactor/connactor/internal/testkit/calls"
+
 	"github.com/connactor/connactor/internal/testkit/proxytest"
 )
 
@@ -58,7 +60,7 @@ func TestAProxyAskingForCredentialsOnAPlainHTTPRequestIsAResponse(t *testing.T) 
 	p := proxytest.NewHTTPProxy(proxytest.WithAuth("alice", "s3cret"))
 	defer p.Close()
 	c := newClient(t, Config{Proxy: http.ProxyURL(p.URL)})
-	code, _, err := secureGet(context.Background(), c, "http://origin.test/")
+	code, _, err := calls.Get(context.Background(), c, "http://origin.test/")
 	if err != nil || code != http.StatusProxyAuthRequired {
 		t.Fatalf("status %d, err %v; want the proxy's 407", code, err)
 	}
@@ -74,7 +76,7 @@ func TestHTTPSThroughConnectReusesOneTunnel(t *testing.T) {
 		TLSConfig: &tls.Config{RootCAs: roots},
 	})
 	for i := 0; i < 5; i++ {
-		mustGet(t, context.Background(), c, target.URL)
+		calls.MustGet(t, context.Background(), c, target.URL)
 	}
 	seen := p.Seen()
 	if p.Conns() != 1 || len(seen) != 1 || seen[0].Method != "CONNECT" || seen[0].ProxyAuth == "" {
@@ -100,7 +102,7 @@ func TestAProxyRefusingConnectIsATypedError(t *testing.T) {
 			p := proxytest.NewHTTPProxy(tc.opt)
 			defer p.Close()
 			c := newClient(t, Config{Proxy: http.ProxyURL(p.URL)})
-			_, _, err := secureGet(context.Background(), c, "https://origin.test/")
+			_, _, err := calls.Get(context.Background(), c, "https://origin.test/")
 			var pce *ProxyConnectError
 			if !errors.As(err, &pce) || pce.StatusCode != tc.code || pce.Proxy != p.URL.String() {
 				t.Fatalf("err = %v, want a *ProxyConnectError with status %d from %s", err, tc.code, p.URL)
@@ -126,8 +128,8 @@ func TestHTTPSProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 		TLSConfig: &tls.Config{RootCAs: both},
 	})
 	for i := 0; i < 3; i++ {
-		mustGet(t, context.Background(), c, plain.URL)
-		mustGet(t, context.Background(), c, secure.URL)
+		calls.MustGet(t, context.Background(), c, plain.URL)
+		calls.MustGet(t, context.Background(), c, secure.URL)
 	}
 	if p.Conns() != 2 {
 		t.Fatalf("proxy saw %d TLS connections, want 2 (one per route)", p.Conns())
@@ -141,7 +143,7 @@ func TestHTTPSProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 		TLSConfig: &tls.Config{RootCAs: roots},
 	})
 	var verr *tls.CertificateVerificationError
-	if _, _, err := secureGet(context.Background(), untrusting, plain.URL); !errors.As(err, &verr) {
+	if _, _, err := calls.Get(context.Background(), untrusting, plain.URL); !errors.As(err, &verr) {
 		t.Fatalf("through an untrusted https proxy: err = %v, want a certificate verification error", err)
 	}
 }
@@ -158,8 +160,8 @@ func TestSOCKS5ProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 	pu := &url.URL{Scheme: "socks5", Host: s.Addr, User: url.UserPassword("alice", "s3cret")}
 	c := newClient(t, Config{Proxy: http.ProxyURL(pu), TLSConfig: &tls.Config{RootCAs: roots}})
 	for i := 0; i < 3; i++ {
-		mustGet(t, context.Background(), c, plain.URL)
-		mustGet(t, context.Background(), c, secure.URL)
+		calls.MustGet(t, context.Background(), c, plain.URL)
+		calls.MustGet(t, context.Background(), c, secure.URL)
 	}
 	if s.Conns() != 2 || len(s.Targets()) != 2 {
 		t.Fatalf("SOCKS5 proxy saw %d connections for %v, want 2 (one per route)", s.Conns(), s.Targets())
@@ -173,7 +175,7 @@ func TestSOCKS5ProxyCarriesHTTPAndHTTPSTargets(t *testing.T) {
 
 	wrong := &url.URL{Scheme: "socks5", Host: s.Addr, User: url.UserPassword("alice", "guess")}
 	bad := newClient(t, Config{Proxy: http.ProxyURL(wrong)})
-	if _, _, err := secureGet(context.Background(), bad, plain.URL); err == nil || strings.Contains(err.Error(), "guess") {
+	if _, _, err := calls.Get(context.Background(), bad, plain.URL); err == nil || strings.Contains(err.Error(), "guess") {
 		t.Fatalf("wrong SOCKS5 password: err = %v, want a failure that does not show the password", err)
 	}
 }

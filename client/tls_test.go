@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/calls"
+
 	"github.com/connactor/connactor/internal/testkit/proxytest"
 )
 
@@ -54,7 +56,7 @@ func TestTenHTTPSRequestsUseOneTLSConnection(t *testing.T) {
 	srv, roots := tlsServer(t, cc, hl)
 	c := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
 	for i := 0; i < 10; i++ {
-		mustGet(t, context.Background(), c, srv.URL)
+		calls.MustGet(t, context.Background(), c, srv.URL)
 	}
 	conns, requests, _ := cc.snapshot()
 	if conns != 1 || requests != 10 || len(hl.get()) != 1 {
@@ -67,7 +69,7 @@ func TestSelfSignedServerIsRefusedByDefaultAndAcceptedWithItsRoots(t *testing.T)
 	srv, roots := tlsServer(t, cc, hl)
 
 	def := newClient(t, Config{})
-	_, _, err := secureGet(context.Background(), def, srv.URL)
+	_, _, err := calls.Get(context.Background(), def, srv.URL)
 	var verr *tls.CertificateVerificationError
 	var unknown x509.UnknownAuthorityError
 	if !errors.As(err, &verr) || !errors.As(err, &unknown) {
@@ -78,7 +80,7 @@ func TestSelfSignedServerIsRefusedByDefaultAndAcceptedWithItsRoots(t *testing.T)
 	}
 
 	trusting := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots}})
-	if body := mustGet(t, context.Background(), trusting, srv.URL); body != "ok" {
+	if body := calls.MustGet(t, context.Background(), trusting, srv.URL); body != "ok" {
 		t.Fatalf("body %q", body)
 	}
 }
@@ -98,7 +100,7 @@ func TestSecondConnectionToTheSameHostResumesTheTLSSession(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	mustGet(t, context.Background(), c, srv.URL)
+	calls.MustGet(t, context.Background(), c, srv.URL)
 
 	if conns, _, _ := cc.snapshot(); conns != 2 {
 		t.Fatalf("server saw %d connections, want 2", conns)
@@ -136,7 +138,7 @@ func TestTLSConfigIsHonoured(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, Config{TLSConfig: tc.cfg})
 			_, before, _ := cc.snapshot()
-			code, _, err := secureGet(context.Background(), c, srv.URL)
+			code, _, err := calls.Get(context.Background(), c, srv.URL)
 			_, after, _ := cc.snapshot()
 			if tc.ok && (err != nil || code != 200 || after != before+1) {
 				t.Fatalf("status %d, err %v; want 200", code, err)
@@ -169,7 +171,7 @@ func TestTLSHandshakeTimeoutBoundsASilentServer(t *testing.T) {
 		}
 	}()
 	c := newClient(t, Config{TLSHandshakeTimeout: 100 * time.Millisecond})
-	_, _, err = secureGet(context.Background(), c, "https://"+ln.Addr().String())
+	_, _, err = calls.Get(context.Background(), c, "https://"+ln.Addr().String())
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the handshake's deadline", err)
 	}
@@ -188,11 +190,11 @@ func TestALPNFollowsProtocolsWhateverTheConfigLists(t *testing.T) {
 	var h1 http.Protocols
 	h1.SetHTTP1(true)
 	c := newClient(t, Config{Protocols: &h1, TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"h2", "http/1.1"}}})
-	if proto := mustGet(t, context.Background(), c, srv.URL); proto != "HTTP/1.1" {
+	if proto := calls.MustGet(t, context.Background(), c, srv.URL); proto != "HTTP/1.1" {
 		t.Fatalf("server saw %q, want HTTP/1.1", proto)
 	}
 	c2 := newClient(t, Config{TLSConfig: &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}}})
-	if proto := mustGet(t, context.Background(), c2, srv.URL); proto != "HTTP/2.0" {
+	if proto := calls.MustGet(t, context.Background(), c2, srv.URL); proto != "HTTP/2.0" {
 		t.Fatalf("by default the server saw %q, want HTTP/2.0", proto)
 	}
 }

@@ -3,7 +3,7 @@
 // fault servers (faultserver), a server on several loopback addresses and the
 // resolver that puts them behind one name (loopbacks), proxies (proxytest),
 // the real daemons the integration tests start on 127.0.0.1 (realtest: nginx,
-// squid, etcd), toxiproxy's client (toxi), and the helpers that find programs
+// squid, etcd), toxiproxy's client (toxi), the requests several packages' tests send (calls), and the helpers that find programs
 // (lookpath) and name errors in reports (errname). Nothing in the library imports it; the
 // tests, cmd/soak and cmd/connbench do.
 package testkit

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/calls"
+
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/testkit/loopbacks"
 )
@@ -46,7 +48,7 @@ func TestStatusPageInChromiumShowsARoutesEndpoints(t *testing.T) {
 
 	var wg sync.WaitGroup
 	for range 3 { // one dial to each address: the third fails and goes elsewhere
-		wg.Go(func() { get(context.Background(), c, url) })
+		wg.Go(func() { calls.Get(context.Background(), c, url) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

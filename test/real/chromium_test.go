@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/calls"
+
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
@@ -88,7 +90,7 @@ func TestStatusPageInChromiumShowsTheRoutesWhileRequestsRun(t *testing.T) {
 				return
 			default:
 			}
-			get(context.Background(), c, u)
+			calls.Get(context.Background(), c, u)
 			time.Sleep(pause)
 		}
 	}

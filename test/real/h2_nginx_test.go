@@ -6,12 +6,11 @@ package real_test
 import (
 	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/connactor/connactor/internal/testkit/calls"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/testkit/realtest"
@@ -39,58 +38,6 @@ func nginxH2Client(t *testing.T, ng *realtest.Nginx, dials *atomic.Int32, cfg cl
 	cfg.TLSConfig = &tls.Config{RootCAs: ng.Cert.Pool}
 	cfg.DialContext = countDials(dials)
 	return newClient(t, cfg)
-}
-
-// h2Load sends n requests to base+"/r<i>" from callers goroutines (odd i are
-// POSTs with a body when post is set, GETs otherwise) and checks that each
-// answer is "ok /r<i>" over HTTP/2. It returns how many failed, reporting the
-// first few.
-func h2Load(t *testing.T, c *client.Client, base string, n, callers int, post bool) int64 {
-	t.Helper()
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
-	for range callers {
-		wg.Add(1)
-		go func() { // owned by wg
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				if err := h2Request(c, base, i, post && i%2 == 1); err != nil && failed.Add(1) <= 5 {
-					t.Errorf("request %d: %v", i, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return failed.Load()
-}
-
-func h2Request(c *client.Client, base string, i int64, post bool) error {
-	path := fmt.Sprintf("/r%d", i)
-	method, body := http.MethodGet, io.Reader(nil)
-	if post {
-		method, body = http.MethodPost, strings.NewReader("a body of the request "+path)
-	}
-	req, err := http.NewRequest(method, base+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	switch {
-	case err != nil:
-		return err
-	case resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK || string(b) != "ok "+path:
-		return fmt.Errorf("%s %s: %s %d %q", method, path, resp.Proto, resp.StatusCode, b)
-	}
-	return nil
 }
 
 // accessLog reads nginx's access log once it has n lines and checks that
@@ -137,7 +84,7 @@ func TestNginxHTTP2ServesTenThousandRequestsOverAFewConnections(t *testing.T) {
 	ng := startNginxH2(t, 1000000) // no GOAWAY in this test
 	var dials atomic.Int32
 	c := nginxH2Client(t, ng, &dials, client.Config{})
-	if failed := h2Load(t, c, ng.URL, requests, callers, false); failed > 0 {
+	if failed := calls.H2Load(t, c, ng.URL, requests, callers, false); failed > 0 {
 		t.Fatalf("%d of %d requests failed", failed, requests)
 	}
 	st := waitSettled(t, c)
@@ -163,7 +110,7 @@ func TestNginxHTTP2GoAwaysAfterKeepaliveRequestsFailNoRequest(t *testing.T) {
 	ng := startNginxH2(t, perConn)
 	var dials atomic.Int32
 	c := nginxH2Client(t, ng, &dials, client.Config{})
-	if failed := h2Load(t, c, ng.URL, requests, callers, true); failed > 0 {
+	if failed := calls.H2Load(t, c, ng.URL, requests, callers, true); failed > 0 {
 		t.Fatalf("%d of %d requests failed (half of them POSTs)", failed, requests)
 	}
 	st := waitSettled(t, c)

@@ -12,10 +12,8 @@ package real_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -60,34 +58,6 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// get sends a GET for url with ctx and returns the status and body.
-func get(ctx context.Context, c *client.Client, url string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := c.RoundTrip(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
-// mustGet is get that fails the test on an error or a status other than 200.
-func mustGet(t *testing.T, c *client.Client, url string) string {
-	t.Helper()
-	code, body, err := get(context.Background(), c, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != http.StatusOK {
-		t.Fatalf("GET %s: status %d", url, code)
-	}
-	return body
 }
 
 // countDials wraps the client's TCP dialer to count the sockets it opens (to

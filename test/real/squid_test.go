@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/connactor/connactor/internal/testkit/calls"
+
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/testkit/proxytest"
 	"github.com/connactor/connactor/internal/testkit/realtest"
@@ -240,7 +242,7 @@ func TestSquidWithBasicAuth(t *testing.T) {
 			DialContext: countDials(&dials),
 		})
 		for i := 0; i < 5; i++ {
-			if body := mustGet(t, c, ng.URL+"/r"+strconv.Itoa(i)); body != "ok" {
+			if body := calls.MustGet(t, context.Background(), c, ng.URL+"/r"+strconv.Itoa(i)); body != "ok" {
 				t.Fatalf("body %q", body)
 			}
 		}
@@ -264,7 +266,7 @@ func TestSquidWithBasicAuth(t *testing.T) {
 			DialContext: countDials(&dials),
 		})
 		for i := 0; i < 5; i++ {
-			mustGet(t, c, origin.URL+"/?i="+strconv.Itoa(i))
+			calls.MustGet(t, context.Background(), c, origin.URL+"/?i="+strconv.Itoa(i))
 		}
 		requests, proxyAuth := oc.snapshot()
 		if requests != 5 || proxyAuth != 0 || dials.Load() != 1 {
@@ -278,12 +280,12 @@ func TestSquidWithBasicAuth(t *testing.T) {
 			Proxy:     http.ProxyURL(sq.withUser("alice", "guess")),
 			TLSConfig: &tls.Config{RootCAs: ng.Cert.Pool},
 		})
-		_, _, err := get(context.Background(), c, ng.URL)
+		_, _, err := calls.Get(context.Background(), c, ng.URL)
 		var pce *client.ProxyConnectError
 		if !errors.As(err, &pce) || pce.StatusCode != http.StatusProxyAuthRequired || strings.Contains(err.Error(), "guess") {
 			t.Fatalf("CONNECT with a wrong password: err = %v, want a 407 *ProxyConnectError without the password", err)
 		}
-		code, _, err := get(context.Background(), c, "http://127.0.0.1:1/")
+		code, _, err := calls.Get(context.Background(), c, "http://127.0.0.1:1/")
 		if err != nil || code != http.StatusProxyAuthRequired {
 			t.Fatalf("plain request with a wrong password: status %d, err %v; want squid's 407 response", code, err)
 		}
@@ -300,7 +302,7 @@ func TestSquidTunnelsHTTP2ToNginxOnOneConnection(t *testing.T) {
 	ng := startNginxH2(t, 1000000)
 	var dials atomic.Int32
 	c := nginxH2Client(t, ng, &dials, client.Config{Proxy: http.ProxyURL(sq.withUser("alice", "s3cret"))})
-	if failed := h2Load(t, c, ng.URL, requests, callers, true); failed > 0 {
+	if failed := calls.H2Load(t, c, ng.URL, requests, callers, true); failed > 0 {
 		t.Fatalf("%d of %d requests through squid failed", failed, requests)
 	}
 	st := waitSettled(t, c)
