@@ -59,7 +59,7 @@ func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	fresh, avoid := false, uint64(0)
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		x, err := call.Lease(fresh, avoid)
 		if err != nil {
 			call.Leave()
@@ -70,11 +70,16 @@ func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		next, how := x.Replay(req, err, attempt)
-		if how == NoReplay {
+		switch how {
+		case NoReplay:
 			call.Leave()
 			return nil, err
+		case LeaseAgain: // no attempt: nothing was written
+		default:
+			attempt++
+			fresh = how == ReplayStale
 		}
-		req, fresh, avoid = next, how == ReplayStale, x.ConnID()
+		req, avoid = next, x.ConnID()
 	}
 }
 
