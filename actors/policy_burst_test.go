@@ -13,8 +13,9 @@ import (
 	"github.com/connactor/connactor/internal/wait"
 )
 
-// logLines is a slog handler that keeps each record as "LEVEL message", for
-// tests of what an actor logs.
+// logLines is a slog handler that keeps each record as "LEVEL message",
+// followed by " waits_for=..." when it has that attribute, for tests of what
+// an actor logs.
 type logLines struct {
 	mu    sync.Mutex
 	lines []string
@@ -25,7 +26,14 @@ func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "waits_for" {
+			line += " waits_for=" + a.Value.String()
+		}
+		return true
+	})
+	l.lines = append(l.lines, line)
 	return nil
 }
 

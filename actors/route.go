@@ -169,12 +169,12 @@ type Route struct {
 	proto                   proto
 	h2Limit                 int  // the stream limit the server last announced (SETTINGS); 0 = none yet
 	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
-	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
 	dialsFailing            bool // the last dial failed; logged once per change
 
-	breaker breaker
-	learner idleLearner
-	eps     routeEndpoints // the host's addresses (route_endpoints.go)
+	breaker  breaker
+	learner  idleLearner
+	eps      routeEndpoints // the host's addresses (route_endpoints.go)
+	longWait longWait       // the long-wait warning's timer (route_wait.go)
 
 	now time.Time // the current message's time (clock); zero until asked
 
@@ -270,8 +270,9 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *ExpiryTicked:
 		r.takeBack()
 		r.onExpire(ctx, m.Now)
-		r.warnLongWait(m.Now)
 		r.expireSpares(ctx, m.Now)
+	case *longWaitChecked:
+		r.onLongWaitChecked(ctx)
 	case *CloseIdleRequest:
 		r.takeBack()
 		n := len(r.idle)
@@ -314,26 +315,6 @@ func (r *Route) clock() time.Time {
 	return r.now
 }
 
-// LongWait is how long a route's oldest caller may wait for a connection
-// before the route logs a warning (once, until its queue empties): callers
-// that wait that long usually mean MaxConnsPerRoute is too small for the
-// workload (long polls, server-sent events, watches each hold a connection).
-const LongWait = time.Second
-
-func (r *Route) warnLongWait(now time.Time) {
-	if r.warnedWait {
-		return
-	}
-	_, w, ok := r.waiters.Peek()
-	if !ok || now.Sub(w.at) < LongWait {
-		return
-	}
-	r.warnedWait = true
-	r.cfg.Logger.Warn("connactor: callers wait for a connection; is MaxConnsPerRoute too small for long-lived requests?",
-		"route", r.name, "waiting", r.waiters.Len(), "oldest", now.Sub(w.at).Round(time.Millisecond),
-		"leased", len(r.conns)-len(r.idle)-r.dialing, "max_conns_per_route", r.cfg.MaxConnsPerRoute)
-}
-
 // onStopping runs when the client closes, or the supervisor stops this route
 // (for a failure of the route's, too): every waiter is answered (the request
 // the route failed while handling too), every socket closed and reported.
@@ -345,6 +326,7 @@ func (r *Route) warnLongWait(now time.Time) {
 // unfinished (the route would never stop, nor its mailbox close).
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
+	r.stopLongWait()
 	r.takeBack() // offers taken are leased, and closed with the others
 	if r.handling != nil {
 		r.handling.Undelivered()

@@ -156,6 +156,9 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onShareChanged(ctx, m)
 	case *fleetTick:
 		s.onFleetTick(ctx)
+	case *LongWaitNoticed:
+		s.onLongWaitNoticed(m)
+		return
 	case *StatsRequest:
 		m.Ticket.Deliver(s.statsResponse())
 		return
@@ -438,7 +441,7 @@ func (s *Supervisor) removeRoute(e *routeEntry) {
 func (s *Supervisor) onExpiryTick(ctx actor.Context) {
 	msg := &ExpiryTicked{Now: s.cfg.Route.Now()}
 	for _, e := range s.list {
-		if e.h.Pub.Idle.Load() > 0 || e.h.Pub.Pending.Load() > 0 || e.h.Pub.Spare.Load() > 0 {
+		if e.h.Pub.Idle.Load() > 0 || e.h.Pub.Spare.Load() > 0 {
 			ctx.Send(e.h.PID, msg)
 		}
 	}

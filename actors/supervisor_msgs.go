@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -95,6 +96,19 @@ type ConnClosed struct {
 type IdleEvicted struct {
 	From    *actor.PID
 	Evicted bool
+}
+
+// LongWaitNoticed is sent by a route actor to the supervisor when its oldest
+// caller has waited LongWait for a connection permit the supervisor holds
+// back (at most once per LongWaitEvery). No reply. The supervisor logs the
+// long-wait warning, naming what holds the permit back: MaxConnsTotal,
+// MaxConnsPerHost or the route's fleet share, which the route cannot tell.
+type LongWaitNoticed struct {
+	From    *actor.PID
+	Route   string // the route's name
+	Waiting int    // callers waiting
+	Oldest  time.Duration
+	Leased  int // connections leased
 }
 
 // StatsRequest is posted by the pool (Pool.Stats, Pool.CloseIdle) to the
