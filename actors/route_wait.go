@@ -21,9 +21,9 @@ const LongWaitEvery = time.Minute
 // route's own: armed while callers wait, for the moment the oldest of them
 // will have waited LongWait, it sends the route longWaitChecked, and the
 // route looks then (a message to itself: nothing waits). So a warning does
-// not depend on any other message arriving, and a route whose callers never
-// wait long arms one timer per episode of waiting and receives at most one
-// message per LongWait.
+// not depend on any other message arriving; a route whose callers never wait
+// long arms its timer when its queue fills and stops it when it empties, and
+// receives at most one message per LongWait.
 type longWait struct {
 	timer  *time.Timer // made on first use; stopped when the route stops
 	armed  bool        // the timer will send longWaitChecked
@@ -138,7 +138,9 @@ func (r *Route) armLongWaitAt(ctx actor.Context, at time.Time) {
 
 // waitEnded notes a caller that leaves the queue (served, given up, refused)
 // after w's wait: one over LongWait that the timer has not seen is owed a
-// warning, which the timer, due by then, gives.
+// warning, which the timer, due by then, gives. The timer of a queue that
+// empties with no warning owed is stopped: a route whose callers wait for a
+// moment (its first dial) gets no message from it.
 func (r *Route) waitEnded(w waiter) {
 	if r.closed {
 		return
@@ -147,6 +149,9 @@ func (r *Route) waitEnded(w waiter) {
 	lw := &r.longWait
 	if waited := now.Sub(w.at); waited >= LongWait && waited > lw.late && r.mayWarn(now) {
 		lw.late = waited
+	}
+	if lw.armed && lw.late == 0 && r.waiters.Len() == 0 && lw.timer.Stop() {
+		lw.armed = false // else it fired, and its longWaitChecked is on its way
 	}
 }
 
