@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/footprint"
 	"github.com/connactor/connactor/internal/wait"
 )
 
@@ -191,13 +192,7 @@ func BenchmarkServeThroughQueue(b *testing.B) {
 }
 
 // liveHeap returns the live heap and the stacks in use after a full GC.
-func liveHeap() (heap, stack uint64) {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc, ms.StackInuse
-}
+func liveHeap() (heap, stack uint64) { return footprint.Live() }
 
 // BenchmarkRouteActorMemory: each op starts one more route actor (a
 // RouteRequest for a new route: the supervisor spawns it and answers);

@@ -31,8 +31,12 @@ func newTestPool(t *testing.T, cfg PoolConfig) *Pool {
 		cfg.MaxConcurrentRequests = 1024
 	}
 	cfg.DialTimeout = 10 * time.Second
-	cfg.MaxIdleTime = time.Minute
-	cfg.ExpiryInterval = time.Second
+	if cfg.MaxIdleTime == 0 {
+		cfg.MaxIdleTime = time.Minute
+	}
+	if cfg.ExpiryInterval == 0 {
+		cfg.ExpiryInterval = time.Second
+	}
 	cfg.MaxResponseHeaderBytes = 1 << 20
 	cfg.ExpectContinueTimeout = time.Second
 	cfg.Logger = quiet

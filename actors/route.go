@@ -73,6 +73,17 @@ type routePublished struct {
 	// an expiry tick may stop (expireSpares). Read by the supervisor, whose
 	// expiry ticks also go to routes with such spares.
 	Spare atomic.Int32
+	// UnusedSince is when the route last became unused: no connection
+	// leased or dialing, no waiter, no permit asked for (unix nanos; 0 = in
+	// use). Read by the supervisor, whose expiry ticks also go to routes
+	// unused for MaxIdleTime, which reclaim themselves once they have no
+	// connection (route_reclaim.go).
+	UnusedSince atomic.Int64
+	// Reclaimed is set, before the route refuses its first lease, once the
+	// route has reclaimed itself. Read by callers whose lease the route
+	// refused (ErrRouteClosed) or whose route's Done closed: they ask the
+	// supervisor for the route again instead of failing.
+	Reclaimed atomic.Bool
 }
 
 type connPhase uint8
@@ -175,6 +186,9 @@ type Route struct {
 	learner  idleLearner
 	eps      routeEndpoints // the host's addresses (route_endpoints.go)
 	longWait longWait       // the long-wait warning's timer (route_wait.go)
+	// unusedSince is when the route last became unused (zero while in use;
+	// route_reclaim.go).
+	unusedSince time.Time
 
 	now time.Time // the current message's time (clock); zero until asked
 
@@ -271,6 +285,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.takeBack()
 		r.onExpire(ctx, m.Now)
 		r.expireSpares(ctx, m.Now)
+		r.reclaimIfUnused(ctx, m.Now)
 	case *longWaitChecked:
 		r.onLongWaitChecked(ctx)
 	case *CloseIdleRequest:
@@ -286,6 +301,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.self = ctx.Self()
 		r.permitReq = &PermitRequest{From: r.self}
+		r.publishUnused(0) // unused until its first lease
 		return
 	case *actor.Stopping:
 		r.onStopping(ctx)

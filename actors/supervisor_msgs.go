@@ -98,6 +98,12 @@ type IdleEvicted struct {
 	Evicted bool
 }
 
+// RouteReclaimed is sent by a route actor to the supervisor when it has
+// reclaimed itself, unused for MaxIdleTime (route_reclaim.go): it refuses
+// every lease from then on. No reply. The supervisor starts the next
+// RouteRequest for its key as a new route and stops it.
+type RouteReclaimed struct{ From *actor.PID }
+
 // LongWaitNoticed is sent by a route actor to the supervisor when its oldest
 // caller has waited LongWait for a connection permit the supervisor holds
 // back (at most once per LongWaitEvery). No reply. The supervisor logs the
@@ -132,4 +138,5 @@ type StatsResponse struct {
 	PermitWaiters          int
 	Evictions, Expired     uint64
 	DialFailures, Restarts uint64 // Restarts: route actors that stopped on a failure
+	Reclaimed              uint64 // route actors that reclaimed themselves unused
 }
