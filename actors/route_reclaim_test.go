@@ -68,22 +68,29 @@ func TestTheSupervisorsMapsShrinkOnceMostRoutesAreGone(t *testing.T) {
 	const n, left = 20_000, 10
 	heap0, _ := liveHeap()
 	s := NewSupervisor(&SupervisorConfig{Route: &RouteConfig{}})().(*Supervisor)
+	s.resolvers, s.resolverHost = map[string]*hostResolver{}, map[string]string{}
 	es := make([]*routeEntry, n)
 	for i := range es {
 		es[i] = entryN(i, &routePublished{})
 		es[i].host = es[i].h.Key.Addr()
 		s.addRoute(es[i])
 		s.hostHeld[es[i].host] = 1
+		s.resolvers[es[i].h.Key.Host] = &hostResolver{pid: es[i].h.PID, routes: 1} // a resolver's PID, for its key
+		s.resolverHost[es[i].h.PID.Id] = es[i].h.Key.Host
 	}
 	heap1, _ := liveHeap()
 	for i, e := range es[left:] {
+		delete(s.hostHeld, e.host) // as the route's Terminated does, with its endpoints unwatched
+		delete(s.resolvers, e.h.Key.Host)
+		delete(s.resolverHost, e.h.PID.Id)
 		s.removeRoute(e)
-		delete(s.hostHeld, e.host)
 		es[left+i] = nil
 	}
 	heap2, _ := liveHeap()
-	if len(s.routes) != left || len(s.byID) != left || len(s.list) != left || len(s.hostHeld) != left {
-		t.Fatalf("%d routes, %d by ID, %d listed, %d hosts; want %d of each", len(s.routes), len(s.byID), len(s.list), len(s.hostHeld), left)
+	if len(s.routes) != left || len(s.byID) != left || len(s.list) != left || len(s.hostHeld) != left ||
+		len(s.resolvers) != left || len(s.resolverHost) != left {
+		t.Fatalf("%d routes, %d by ID, %d listed, %d hosts, %d resolvers (%d by ID); want %d of each",
+			len(s.routes), len(s.byID), len(s.list), len(s.hostHeld), len(s.resolvers), len(s.resolverHost), left)
 	}
 	for i, e := range s.list {
 		if e.idx != i || s.byID[e.h.PID.Id] != e || s.routes[e.h.Key] != e {

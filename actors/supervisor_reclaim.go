@@ -47,11 +47,10 @@ func (s *Supervisor) compactRoutes() {
 			routes[e.h.Key] = e
 		}
 	}
-	hostHeld := make(map[string]int, len(s.hostHeld))
-	for h, n := range s.hostHeld {
-		hostHeld[h] = n
+	s.routes, s.byID, s.hostHeld = routes, byID, copyMap(s.hostHeld)
+	if s.resolvers != nil { // the hosts' resolvers (supervisor_endpoints.go): one per host of a route
+		s.resolvers, s.resolverHost = copyMap(s.resolvers), copyMap(s.resolverHost)
 	}
-	s.routes, s.byID, s.hostHeld = routes, byID, hostHeld
 	s.list = append(make([]*routeEntry, 0, 2*n), s.list...)
 	s.peakRoutes = n
 }
@@ -70,4 +69,14 @@ func clearStoppedChild(ctx actor.Context) {
 	if n := len(kids); n < cap(kids) {
 		kids[:n+1][n] = nil
 	}
+}
+
+// copyMap copies m into a map sized for what it holds now (maps.Clone keeps
+// the size m grew to).
+func copyMap[K comparable, V any](m map[K]V) map[K]V {
+	c := make(map[K]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
 }
