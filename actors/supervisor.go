@@ -87,6 +87,7 @@ type routeEntry struct {
 	reclaimed       bool // the route reclaimed itself (RouteReclaimed): it is stopping
 	fleetRoute           // the fleet share and the last usage reported
 	idx             int  // its place in Supervisor.list
+	holdIdx         int  // its place in Supervisor.holding while held > 0, else -1
 }
 
 // Supervisor is the supervisor actor: it starts one route actor per route and
@@ -129,6 +130,11 @@ type Supervisor struct {
 	// peakRoutes is the most entries list had since the maps were last
 	// rebuilt (compactRoutes).
 	peakRoutes int
+	// holding lists the routes that hold a permit (held > 0,
+	// routeEntry.holdIdx): the only ones that can have an idle connection to
+	// evict (lruIdleRoute), far fewer than the routes when most were used
+	// once.
+	holding []holder
 
 	stopTicker chan struct{}
 
@@ -338,6 +344,7 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 		e := s.byID[pid.Id]
 		e.queued--
 		e.held++
+		s.holdChanged(e)
 		s.total++
 		s.hostHeld[e.host]++
 		ctx.Send(pid, &PermitGranted{})
@@ -371,6 +378,7 @@ func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 		return // the route terminated and its places were reclaimed
 	}
 	e.held--
+	s.holdChanged(e)
 	s.total--
 	s.hostHeld[e.host]--
 	if e.held < 0 || s.total < 0 || s.hostHeld[e.host] < 0 {
@@ -422,6 +430,7 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		delete(s.hostHeld, e.host)
 	}
 	e.held = 0
+	s.holdChanged(e)
 	s.fleetRouteStopped(ctx, e)
 }
 
@@ -445,7 +454,7 @@ func (s *Supervisor) dropQueued(id string) {
 func (s *Supervisor) addRoute(e *routeEntry) {
 	s.routes[e.h.Key] = e
 	s.byID[e.h.PID.Id] = e
-	e.idx = len(s.list)
+	e.idx, e.holdIdx = len(s.list), -1
 	s.list = append(s.list, e)
 	s.peakRoutes = max(s.peakRoutes, len(s.list))
 }
