@@ -2,6 +2,7 @@ package actors
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,9 +26,13 @@ const LongWaitEvery = time.Minute
 // long arms its timer when its queue fills and stops it when it empties, and
 // receives at most one message per LongWait.
 type longWait struct {
-	timer  *time.Timer // made on first use; stopped when the route stops
-	armed  bool        // the timer will send longWaitChecked
-	warned time.Time   // when the last warning went out (zero = never)
+	timer *time.Timer // made on first use; stopped when the route stops
+	// target is the route, for the timer's callback: cleared when the route
+	// stops, since the runtime may hold a stopped timer (and its callback)
+	// for a while, and a PID keeps its actor reachable.
+	target *atomic.Pointer[actor.PID]
+	armed  bool      // the timer will send longWaitChecked
+	warned time.Time // when the last warning went out (zero = never)
 	// late is the longest wait over LongWait that ended (served, given up)
 	// before the timer came to it: the timer fires a moment after the
 	// deadline, and the warning is owed all the same.
@@ -132,8 +137,14 @@ func (r *Route) armLongWaitAt(ctx actor.Context, at time.Time) {
 		lw.timer.Reset(d)
 		return
 	}
-	sys, self := ctx.ActorSystem(), r.self
-	lw.timer = time.AfterFunc(d, func() { sys.Root.Send(self, theLongWaitCheck) })
+	sys, target := ctx.ActorSystem(), &atomic.Pointer[actor.PID]{}
+	target.Store(r.self)
+	lw.target = target
+	lw.timer = time.AfterFunc(d, func() {
+		if pid := target.Load(); pid != nil {
+			sys.Root.Send(pid, theLongWaitCheck)
+		}
+	})
 }
 
 // waitEnded notes a caller that leaves the queue (served, given up, refused)
@@ -219,10 +230,12 @@ func (r *Route) waitCause() waitCause {
 	return waitsForConnection
 }
 
-// stopLongWait stops the timer when the route stops.
+// stopLongWait stops the timer for good, when the route stops or reclaims
+// itself (it queues no caller after): its callback no longer reaches the route.
 func (r *Route) stopLongWait() {
 	if r.longWait.timer != nil {
 		r.longWait.timer.Stop()
+		r.longWait.target.Store(nil)
 	}
 	r.longWait.armed = false
 }
