@@ -77,20 +77,32 @@ func TestTheSupervisorsMapsShrinkOnceMostRoutesAreGone(t *testing.T) {
 		s.hostHeld[es[i].host] = 1
 		s.resolvers[es[i].h.Key.Host] = &hostResolver{pid: es[i].h.PID, routes: 1} // a resolver's PID, for its key
 		s.resolverHost[es[i].h.PID.Id] = es[i].h.Key.Host
+		es[i].held = 1 // it holds a connection
+		s.holdChanged(es[i])
 	}
 	heap1, _ := liveHeap()
 	for i, e := range es[left:] {
 		delete(s.hostHeld, e.host) // as the route's Terminated does, with its endpoints unwatched
 		delete(s.resolvers, e.h.Key.Host)
 		delete(s.resolverHost, e.h.PID.Id)
+		e.held = 0 // its connection closed
+		s.holdChanged(e)
 		s.removeRoute(e)
 		es[left+i] = nil
 	}
 	heap2, _ := liveHeap()
 	if len(s.routes) != left || len(s.byID) != left || len(s.list) != left || len(s.hostHeld) != left ||
-		len(s.resolvers) != left || len(s.resolverHost) != left {
-		t.Fatalf("%d routes, %d by ID, %d listed, %d hosts, %d resolvers (%d by ID); want %d of each",
-			len(s.routes), len(s.byID), len(s.list), len(s.hostHeld), len(s.resolvers), len(s.resolverHost), left)
+		len(s.resolvers) != left || len(s.resolverHost) != left || len(s.holding) != left {
+		t.Fatalf("%d routes, %d by ID, %d listed, %d hosts, %d resolvers (%d by ID), %d holding; want %d of each",
+			len(s.routes), len(s.byID), len(s.list), len(s.hostHeld), len(s.resolvers), len(s.resolverHost), len(s.holding), left)
+	}
+	if cap(s.holding) > cap(s.list) {
+		t.Fatalf("the list of routes holding connections keeps room for %d, that of routes for %d", cap(s.holding), cap(s.list))
+	}
+	for i, h := range s.holding {
+		if h.e.holdIdx != i {
+			t.Fatalf("holding entry %d (%s) lost its place after the rebuild", i, h.e.h.Key)
+		}
 	}
 	for i, e := range s.list {
 		if e.idx != i || s.byID[e.h.PID.Id] != e || s.routes[e.h.Key] != e {
