@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/footprint"
 	"github.com/connactor/connactor/internal/wait"
 )
 
@@ -191,13 +192,7 @@ func BenchmarkServeThroughQueue(b *testing.B) {
 }
 
 // liveHeap returns the live heap and the stacks in use after a full GC.
-func liveHeap() (heap, stack uint64) {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc, ms.StackInuse
-}
+func liveHeap() (heap, stack uint64) { return footprint.Live() }
 
 // BenchmarkRouteActorMemory: each op starts one more route actor (a
 // RouteRequest for a new route: the supervisor spawns it and answers);
@@ -244,16 +239,22 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 
 // BenchmarkLRUIdleRoute: the supervisor's search for the route with the least
 // recently used idle connection, run for every eviction under MaxConnsTotal,
-// among R routes that all have idle connections. It is a pass over the
-// routes (one atomic load each): ns/op grows with R.
+// among R routes of which H hold connections, all of them idle ones. It is a
+// pass over the routes holding connections (one atomic load each): ns/op
+// grows with H, not with R (a crawler's routes, used once, hold nothing).
 func BenchmarkLRUIdleRoute(b *testing.B) {
-	for _, n := range []int{200, 10_000} {
-		b.Run(fmt.Sprintf("routes=%d", n), func(b *testing.B) {
+	for _, c := range []struct{ routes, holding int }{{200, 200}, {10_000, 10_000}, {100_000, 12_000}} {
+		b.Run(fmt.Sprintf("routes=%d/holding=%d", c.routes, c.holding), func(b *testing.B) {
 			s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
-			for i := range n {
+			for i := range c.routes {
 				pub := &routePublished{}
-				pub.LRUIdleSince.Store(int64(1_000_000 + (i*7919)%n)) // distinct, not in route order
-				s.addRoute(entryN(i, pub))
+				e := entryN(i, pub)
+				s.addRoute(e)
+				if i%(c.routes/c.holding) == 0 && len(s.holding) < c.holding {
+					pub.LRUIdleSince.Store(int64(1_000_000 + (i*7919)%c.routes)) // distinct, not in route order
+					e.held = 1
+					s.holdChanged(e)
+				}
 			}
 			b.ReportAllocs()
 			for b.Loop() {

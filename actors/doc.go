@@ -87,12 +87,12 @@
 //
 // Everything else is an event, with no reply: LeaseCancelled, Released,
 // OfferDeclined, PermitReturned, ConnClosed, RoomWanted, ExpiryTicked,
-// conn.WatchIdle, conn.IdleBroken, conn.StreamsChanged, conn.DrainStarted,
-// conn.H2Closed, the endpoints' EndpointsWatched, EndpointsUnwatched,
-// EndpointsResolved and ResolveSoon, and the fleet budget's shares. The end
-// of a response body is told by a callback (conn.Ender, h2.Ender) on the
-// reader's goroutine, which releases the lease with Released at once: no
-// actor waits for it.
+// LongWaitNoticed, conn.WatchIdle, conn.IdleBroken, conn.StreamsChanged,
+// conn.DrainStarted, conn.H2Closed, the endpoints' EndpointsWatched,
+// EndpointsUnwatched, EndpointsResolved and ResolveSoon, and the fleet
+// budget's shares. The end of a response body is told by a callback
+// (conn.Ender, h2.Ender) on the reader's goroutine, which releases the lease
+// with Released at once: no actor waits for it.
 //
 // # Endpoints
 //

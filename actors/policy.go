@@ -15,6 +15,9 @@ import (
 // ErrRouteUnavailable for a cool-down, then lets one probe dial out; its
 // success closes the breaker, its failure opens it again for a longer
 // cool-down (doubling from Cooldown up to MaxCooldown, with ±20% jitter).
+// A dial that started before the breaker last opened counts toward nothing
+// when it fails: a burst's dials in flight all fail together, and each would
+// otherwise open the breaker again, twice as long, with no probe between.
 type FailFast struct {
 	Threshold   int // consecutive dial failures that open the breaker; <= 0 = never
 	Cooldown    time.Duration
@@ -40,15 +43,29 @@ func (s breakerState) String() string {
 	return route.FailFastClosed
 }
 
-// breaker is a route's fail-fast state.
+// breaker is a route's fail-fast state. Dials are known by their
+// connection IDs, which the route gives out in increasing order.
 type breaker struct {
 	cfg      FailFast
 	state    breakerState
 	failures int       // consecutive failed dials
 	opens    int       // consecutive openings without a success (for the back-off)
 	until    time.Time // end of the cool-down while open
-	rejected uint64    // calls failed fast
+	// openedAfter is the last dial ID given out when the breaker last
+	// opened: dials up to it started before, and their failures count
+	// toward nothing.
+	openedAfter uint64
+	rejected    uint64 // calls failed fast: refused on arrival, or waiting when it opened
 }
+
+// dialVerdict is what a failed dial did to the breaker.
+type dialVerdict uint8
+
+const (
+	dialCounted dialVerdict = iota // counted toward the threshold (or a failed probe's back-off)
+	dialOpened                     // the breaker opened (again)
+	dialIgnored                    // started before the breaker last opened: counted toward nothing
+)
 
 // allow reports whether a call may queue for a connection now. An open
 // breaker whose cool-down has passed becomes half-open.
@@ -71,15 +88,18 @@ func (b *breaker) maxDials(limit int) int {
 	return limit
 }
 
-// dialFailed counts a failed dial; it reports whether the breaker opened.
+// dialFailed counts the failure of dial, lastDial being the last dial ID
+// given out so far, and says what it did. Once open, the breaker counts only
+// the probe's failure (the one dial half-open lets out), which opens it again
+// for twice the cool-down; dials that started before it opened are ignored.
 // jitter is a uniform draw in [0, 1).
-func (b *breaker) dialFailed(now time.Time, jitter float64) (opened bool) {
-	b.failures++
-	if b.cfg.Threshold <= 0 {
-		return false
+func (b *breaker) dialFailed(dial, lastDial uint64, now time.Time, jitter float64) dialVerdict {
+	if dial <= b.openedAfter {
+		return dialIgnored
 	}
-	if b.state != breakerHalfOpen && b.failures < b.cfg.Threshold {
-		return false
+	b.failures++
+	if b.cfg.Threshold <= 0 || b.state != breakerHalfOpen && b.failures < b.cfg.Threshold {
+		return dialCounted
 	}
 	d := b.cfg.Cooldown << min(b.opens, 16)
 	if d > b.cfg.MaxCooldown || d <= 0 {
@@ -87,8 +107,8 @@ func (b *breaker) dialFailed(now time.Time, jitter float64) (opened bool) {
 	}
 	d = time.Duration(float64(d) * (0.8 + 0.4*jitter))
 	b.opens++
-	b.state, b.until = breakerOpen, now.Add(d)
-	return true
+	b.state, b.until, b.openedAfter = breakerOpen, now.Add(d), lastDial
+	return dialOpened
 }
 
 // dialSucceeded resets the breaker; it reports whether it was not closed.

@@ -14,12 +14,14 @@ import (
 func TestBreakerOpensAfterThresholdBacksOffAndClosesOnSuccess(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	b := breaker{cfg: FailFast{Threshold: 3, Cooldown: time.Second, MaxCooldown: 4 * time.Second}}
+	var dials uint64 // dial IDs, given out in order as a route does
+	fail := func(now time.Time) dialVerdict { dials++; return b.dialFailed(dials, dials, now, 0.5) }
 	for i := 0; i < 2; i++ {
-		if b.dialFailed(t0, 0.5) || !b.allow(t0) {
+		if fail(t0) != dialCounted || !b.allow(t0) {
 			t.Fatalf("opened after %d failures", i+1)
 		}
 	}
-	if !b.dialFailed(t0, 0.5) || b.allow(t0) || b.state != breakerOpen {
+	if fail(t0) != dialOpened || b.allow(t0) || b.state != breakerOpen {
 		t.Fatal("not open after 3 failures")
 	}
 	// Each failed probe after a cool-down opens it again, twice as long,
@@ -31,7 +33,9 @@ func TestBreakerOpensAfterThresholdBacksOffAndClosesOnSuccess(t *testing.T) {
 			if !b.allow(openedAt) || b.state != breakerHalfOpen || b.maxDials(8) != 1 {
 				t.Fatalf("round %d: not half-open after the cool-down", i)
 			}
-			b.dialFailed(openedAt, 0.5)
+			if fail(openedAt) != dialOpened {
+				t.Fatalf("round %d: the failed probe did not open the breaker again", i)
+			}
 		}
 		if got := b.until.Sub(openedAt); got != want {
 			t.Fatalf("round %d: cool-down %v, want %v", i, got, want)
@@ -45,14 +49,35 @@ func TestBreakerOpensAfterThresholdBacksOffAndClosesOnSuccess(t *testing.T) {
 	}
 }
 
-func TestBreakerJitterStaysWithinTwentyPercent(t *testing.T) {
-	t0 := time.Unix(0, 0)
-	for _, draw := range []float64{0, 0.25, 0.999} {
-		b := breaker{cfg: FailFast{Threshold: 1, Cooldown: 10 * time.Second, MaxCooldown: time.Minute}}
-		b.dialFailed(t0, draw)
-		if d := b.until.Sub(t0); d < 8*time.Second || d > 12*time.Second {
-			t.Fatalf("draw %v: cool-down %v outside [8s, 12s]", draw, d)
+// Dials already in flight when the breaker opens count toward nothing when
+// they fail, open or half-open: only the probe's failure opens it again.
+func TestBreakerIgnoresDialsThatStartedBeforeItOpened(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := breaker{cfg: FailFast{Threshold: 2, Cooldown: time.Second, MaxCooldown: time.Minute}}
+	// Dials 1 to 8 go out together; 1 and 2 fail first and open it.
+	if b.dialFailed(1, 8, t0, 0.5) != dialCounted || b.dialFailed(2, 8, t0, 0.5) != dialOpened {
+		t.Fatal("two failures of a threshold of 2 did not open the breaker")
+	}
+	for id := uint64(3); id <= 5; id++ {
+		if v := b.dialFailed(id, 8, t0.Add(time.Millisecond), 0.5); v != dialIgnored {
+			t.Fatalf("dial %d, in flight when the breaker opened: %v, want ignored", id, v)
 		}
+	}
+	if b.until != t0.Add(time.Second) || b.failures != 2 {
+		t.Fatalf("cool-down until %v (want %v), %d failures counted (want 2)", b.until.Sub(t0), time.Second, b.failures)
+	}
+	half := t0.Add(time.Second)
+	if !b.allow(half) || b.state != breakerHalfOpen {
+		t.Fatal("not half-open after the cool-down")
+	}
+	for id := uint64(6); id <= 8; id++ {
+		if v := b.dialFailed(id, 8, half, 0.5); v != dialIgnored || b.state != breakerHalfOpen {
+			t.Fatalf("dial %d failing while half-open: %v, state %v; want ignored, still half-open", id, v, b.state)
+		}
+	}
+	// The probe is dial 9: its failure doubles the cool-down, once.
+	if b.dialFailed(9, 9, half, 0.5) != dialOpened || b.until != half.Add(2*time.Second) {
+		t.Fatalf("the failed probe: cool-down until %v after it, want 2s", b.until.Sub(half))
 	}
 }
 
@@ -180,7 +205,8 @@ func TestRouteFailsFastThenProbesAndRecovers(t *testing.T) {
 				t.Fatalf("while open: %v", err)
 			}
 		}
-		if st := p.stats(h); st.FailFast != "open" || st.FailedFast != 10 || p.dialCount() != dials {
+		// FailedFast: the ten, and the waiter the second failure refused.
+		if st := p.stats(h); st.FailFast != "open" || st.FailedFast != 11 || p.dialCount() != dials {
 			t.Fatalf("while open: %+v, dials %d -> %d", st, dials, p.dialCount())
 		}
 		p.mu.Lock()

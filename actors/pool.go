@@ -92,7 +92,7 @@ type Pool struct {
 	tel       *telemetry.Telemetry
 	fleet     bool // a fleet keeper runs (PoolConfig.StartFleet)
 
-	routes sync.Map     // route.Key -> *routeHandle: the supervisor's answers, until their Done closes
+	routes sync.Map     // route.Key -> *routeHandle: the supervisor's answers, until their route stops (forgetRoute)
 	owned  []*actor.PID // actors the owner spawned here (Spawn), stopped by Close before the supervisor
 	ownMu  sync.Mutex   // guards owned
 
@@ -175,6 +175,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		Go:              p.wg.Go,
 		Logger:          cfg.Logger,
 		Mailbox:         p.supMB,
+		RouteStopped:    p.forgetRoute,
 	}
 	if cfg.Now != nil {
 		supCfg.Route.Now = cfg.Now

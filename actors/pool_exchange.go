@@ -42,24 +42,14 @@ type Exchange struct {
 // re-used connection out; then it asks the route (a LeaseRequest).
 func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	p, key := l.p, l.key
-	x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip}
-	if x.trace != nil && x.trace.GetConn != nil {
-		x.trace.GetConn(key.Addr())
+	if l.trace != nil && l.trace.GetConn != nil {
+		l.trace.GetConn(key.Addr())
 	}
-	h, err := l.routeFor()
-	if err != nil {
+	x, lease, why, err := l.leaseOnRoute(fresh, avoid)
+	if x == nil {
 		return nil, err
 	}
-	x.route = h
-	if !fresh && avoid == 0 {
-		if lease, ok := h.take(l.now()); ok {
-			x.ticket.Deliver(lease) // the lease's one record, as a granted one's (GiveBack)
-			return x.leased(lease), nil
-		}
-	}
-	x.leaseReq = LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
-	h.post(&x.leaseReq)
-	lease, err, why := await(l, &x.ticket)
+	h := x.route
 	switch {
 	case why != served:
 		// The route drops the waiter, and takes back a lease that crossed the

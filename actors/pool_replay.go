@@ -23,20 +23,35 @@ const (
 	// it (GOAWAY above its last stream id, REFUSED_STREAM): the request is
 	// replayed on another connection, whatever the budget.
 	ReplayRefused
+	// LeaseAgain: the leased HTTP/1.1 connection was found dead before
+	// anything was written to it (the probe before writing, or the idle
+	// watch, saw the server's close): a bad idle connection, which the route
+	// discards. The request never left, so this is no replay: it is sent as
+	// it is on another lease, as many times as that takes (net/http does the
+	// same), each lease bounded by the request's context and LeaseTimeout as
+	// any is, and a retry budget does not count it. It ends: only a re-used
+	// or idle-watched connection can be found dead, and a new one is dialed
+	// for a waiter and granted to it directly.
+	LeaseAgain
 )
 
 // maxStreamRetries bounds the replays of a request whose HTTP/2 streams are
 // refused (GOAWAY, REFUSED_STREAM) one connection after another.
 const maxStreamRetries = 3
 
-// Replay decides whether the attempt numbered attempt (0 = the first), which
-// failed with err, may be sent again, and returns the request to send: once,
-// on a fresh connection, after a re-used HTTP/1.1 connection failed before
-// any response byte (see replayable); up to maxStreamRetries times, on
+// Replay decides whether the attempt numbered attempt (0 = the first; a
+// LeaseAgain is no attempt), which failed with err, may be sent again, and
+// returns the request to send: as it is, on another lease, after the leased
+// HTTP/1.1 connection was found dead before anything was written (LeaseAgain);
+// once, on a fresh connection, after a re-used HTTP/1.1 connection failed
+// before any response byte (see replayable); up to maxStreamRetries times, on
 // another connection, after an HTTP/2 stream was refused before the server
 // processed it, whatever the method, if its body can be sent again.
 func (x *Exchange) Replay(req *http.Request, err error, attempt int) (*http.Request, Replay) {
 	if x.got.H2 == nil {
+		if foundDead(req, err) {
+			return req, LeaseAgain
+		}
 		if attempt == 0 && x.got.Reused {
 			if next, ok := replayable(req, err); ok {
 				return next, ReplayStale
@@ -53,6 +68,16 @@ func (x *Exchange) Replay(req *http.Request, err error, attempt int) (*http.Requ
 	return nil, NoReplay
 }
 
+// foundDead reports whether err says that the leased connection was found
+// closed by the server before any byte of req was written to it
+// (conn.ErrStaleConn, nothing written): req, its body untouched, may go out
+// on another connection, unless its context has ended.
+func foundDead(req *http.Request, err error) bool {
+	var ee *conn.ExchangeError
+	return errors.As(err, &ee) && !ee.Written && !ee.GotByte && errors.Is(err, conn.ErrStaleConn) &&
+		req.Context().Err() == nil
+}
+
 // replayable decides whether a request that failed on a re-used connection may
 // be sent again on a new one, and returns the request to send. It is the one
 // retry RoundTrip makes (golang/go#22158 and #19943 are net/http users hitting
@@ -60,20 +85,17 @@ func (x *Exchange) Replay(req *http.Request, err error, attempt int) (*http.Requ
 // should not):
 //
 //   - a response that had started (any byte read) is never replayed;
-//   - a stale connection found before anything was written (the idle watch saw
-//     the server's close) replays the very same request: its body is untouched;
 //   - otherwise the request must be idempotent (RFC 9110 section 9.2.2, or an
 //     Idempotency-Key header) if anything was written, and its body must be
 //     replayable: none, or GetBody.
 //
-// A request whose context has ended is not replayed.
+// A connection found dead before anything was written is not replayed but
+// leased again (foundDead, LeaseAgain). A request whose context has ended is
+// not replayed.
 func replayable(req *http.Request, err error) (*http.Request, bool) {
 	var ee *conn.ExchangeError
 	if !errors.As(err, &ee) || ee.GotByte || req.Context().Err() != nil {
 		return nil, false
-	}
-	if !ee.Written && errors.Is(err, conn.ErrStaleConn) {
-		return req, true
 	}
 	if ee.Written && !idempotent(req) {
 		return nil, false

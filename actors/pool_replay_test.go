@@ -12,8 +12,10 @@ import (
 	"github.com/connactor/connactor/conn/h2"
 )
 
-// Exchange.Replay's rules, one case a row: an HTTP/1.1 attempt is replayed
-// once, after a re-used connection failed before any response byte, when the
+// Exchange.Replay's rules, one case a row: an HTTP/1.1 connection found dead
+// before anything was written is leased again, as often as that happens and
+// whatever the method, with the request as it is; an HTTP/1.1 attempt is
+// replayed once, after a re-used connection failed before any response byte, when the
 // server cannot have acted on it or it is idempotent, and its body can be
 // had again; an HTTP/2 attempt whose stream was refused unprocessed is
 // replayed up to three times, whatever its method.
@@ -38,7 +40,10 @@ func TestAFailedAttemptIsReplayedOnlyWhenThatIsSafe(t *testing.T) {
 		err     error
 		want    Replay
 	}{
-		{name: "stale before writing, even a POST", reused: true, method: "POST", body: "x", err: stale, want: ReplayStale},
+		{name: "stale before writing, even a POST", reused: true, method: "POST", body: "x", err: stale, want: LeaseAgain},
+		{name: "stale before writing, the third time", reused: true, attempt: 2, method: "GET", err: stale, want: LeaseAgain},
+		{name: "stale before writing, a new connection the idle watch found closed", method: "GET", err: stale, want: LeaseAgain},
+		{name: "stale before writing, its context ended", reused: true, method: "GET", ctx: cancelled, err: stale, want: NoReplay},
 		{name: "written GET", reused: true, method: "GET", err: written, want: ReplayStale},
 		{name: "written POST", reused: true, method: "POST", body: "x", getBody: true, err: written, want: NoReplay},
 		{name: "written POST with an Idempotency-Key", reused: true, method: "POST", body: "x", getBody: true,
@@ -82,6 +87,9 @@ func TestAFailedAttemptIsReplayedOnlyWhenThatIsSafe(t *testing.T) {
 			next, got := x.Replay(req, tc.err, tc.attempt)
 			if got != tc.want {
 				t.Fatalf("Replay: %v, want %v", got, tc.want)
+			}
+			if got == LeaseAgain && next != req {
+				t.Fatalf("the request to lease again: %p, want the original %p (nothing of it was written)", next, req)
 			}
 			if got != NoReplay && (next == nil || tc.body != "" && tc.err != stale && next == req) {
 				t.Fatalf("the request to replay: %v (the original %p, a body from GetBody wanted)", next, req)

@@ -38,5 +38,49 @@ func (l *Call) routeFor() (*routeHandle, error) {
 		return nil, ErrClosed // the supervisor is closing
 	}
 	p.routes.Store(key, h)
+	select {
+	case <-h.Done: // stopped meanwhile: its RouteStopped may have come before the Store
+		p.forgetRoute(h)
+	default:
+	}
 	return h, nil
+}
+
+// forgetRoute drops h from the route cache once its actor has stopped
+// (SupervisorConfig.RouteStopped), unless the cache holds a newer route.
+func (p *Pool) forgetRoute(h *routeHandle) { p.routes.CompareAndDelete(h.Key, h) }
+
+// leaseOnRoute leases a connection of the call's route: an offer from its
+// outbox (unless fresh or avoid rule a re-used connection out), or the
+// answer to a LeaseRequest. It returns the attempt's Exchange (with its
+// route), the lease, why the wait ended and the route's error; a nil
+// Exchange when no route was had (err says why). A route that reclaimed
+// itself unused refuses the leases it did not serve, and so does its mailbox
+// once it has stopped (ErrRouteClosed): the lease is then asked again of the
+// route the supervisor has for the key now (see route_reclaim.go), which is
+// where the race between a caller holding the handle and the route's
+// reclamation ends, without an error.
+func (l *Call) leaseOnRoute(fresh bool, avoid uint64) (*Exchange, Lease, gaveUp, error) {
+	p := l.p
+	for {
+		h, err := l.routeFor()
+		if err != nil {
+			return nil, Lease{}, served, err
+		}
+		x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip, route: h}
+		if !fresh && avoid == 0 {
+			if lease, ok := h.take(l.now()); ok {
+				x.ticket.Deliver(lease) // the lease's one record, as a granted one's (GiveBack)
+				return x, lease, served, nil
+			}
+		}
+		x.leaseReq = LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
+		h.post(&x.leaseReq)
+		lease, err, why := await(l, &x.ticket)
+		if why == served && errors.Is(err, ErrRouteClosed) && h.Pub.Reclaimed.Load() && !p.closing.Load() {
+			p.forgetRoute(h)
+			continue
+		}
+		return x, lease, why, err
+	}
 }

@@ -45,6 +45,7 @@ type Stats struct {
 	Expired          uint64 `json:"expired"`          // idle connections closed by idle, keep-alive or lifetime expiry
 	DialFailures     uint64 `json:"dialFailures"`     // dials that failed, all routes
 	RouteFailures    uint64 `json:"routeFailures"`    // route actors that failed (panicked) and were replaced
+	RoutesReclaimed  uint64 `json:"routesReclaimed"`  // routes reclaimed after MaxIdleTime unused (no connection, no waiter)
 	Retries          uint64 `json:"retries"`          // replays on a new connection the retry budget allowed (0 when it is disabled)
 	RetriesRefused   uint64 `json:"retriesRefused"`   // replays the retry budget refused
 	// OldestLease is the age of the oldest lease not yet released, across routes
@@ -107,7 +108,8 @@ func (p *Pool) Stats() (Stats, bool) {
 		return Stats{}, false
 	}
 	st := Stats{MaxConnsTotal: sr.MaxTotal, Connections: sr.Total, Evictions: sr.Evictions, Expired: sr.Expired,
-		PendingPermits: sr.PermitWaiters, DialFailures: sr.DialFailures, RouteFailures: sr.Restarts}
+		PendingPermits: sr.PermitWaiters, DialFailures: sr.DialFailures, RouteFailures: sr.Restarts,
+		RoutesReclaimed: sr.Reclaimed}
 	st.InFlight, st.PendingAdmission = p.admission.Held()
 	tickets := make([]wait.Ticket[routeReport], len(sr.Routes))
 	for i, h := range sr.Routes {

@@ -31,8 +31,12 @@ func newTestPool(t *testing.T, cfg PoolConfig) *Pool {
 		cfg.MaxConcurrentRequests = 1024
 	}
 	cfg.DialTimeout = 10 * time.Second
-	cfg.MaxIdleTime = time.Minute
-	cfg.ExpiryInterval = time.Second
+	if cfg.MaxIdleTime == 0 {
+		cfg.MaxIdleTime = time.Minute
+	}
+	if cfg.ExpiryInterval == 0 {
+		cfg.ExpiryInterval = time.Second
+	}
 	cfg.MaxResponseHeaderBytes = 1 << 20
 	cfg.ExpectContinueTimeout = time.Second
 	cfg.Logger = quiet
@@ -59,7 +63,7 @@ func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	fresh, avoid := false, uint64(0)
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		x, err := call.Lease(fresh, avoid)
 		if err != nil {
 			call.Leave()
@@ -70,11 +74,16 @@ func roundTrip(p *Pool, req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		next, how := x.Replay(req, err, attempt)
-		if how == NoReplay {
+		switch how {
+		case NoReplay:
 			call.Leave()
 			return nil, err
+		case LeaseAgain: // no attempt: nothing was written
+		default:
+			attempt++
+			fresh = how == ReplayStale
 		}
-		req, fresh, avoid = next, how == ReplayStale, x.ConnID()
+		req, avoid = next, x.ConnID()
 	}
 }
 

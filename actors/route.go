@@ -73,6 +73,17 @@ type routePublished struct {
 	// an expiry tick may stop (expireSpares). Read by the supervisor, whose
 	// expiry ticks also go to routes with such spares.
 	Spare atomic.Int32
+	// UnusedSince is when the route last became unused: no connection
+	// leased or dialing, no waiter, no permit asked for (unix nanos; 0 = in
+	// use). Read by the supervisor, whose expiry ticks also go to routes
+	// unused for MaxIdleTime, which reclaim themselves once they have no
+	// connection (route_reclaim.go).
+	UnusedSince atomic.Int64
+	// Reclaimed is set, before the route refuses its first lease, once the
+	// route has reclaimed itself. Read by callers whose lease the route
+	// refused (ErrRouteClosed) or whose route's Done closed: they ask the
+	// supervisor for the route again instead of failing.
+	Reclaimed atomic.Bool
 }
 
 type connPhase uint8
@@ -169,12 +180,15 @@ type Route struct {
 	proto                   proto
 	h2Limit                 int  // the stream limit the server last announced (SETTINGS); 0 = none yet
 	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
-	warnedWait              bool // the long-wait warning was logged; cleared when the queue empties
 	dialsFailing            bool // the last dial failed; logged once per change
 
-	breaker breaker
-	learner idleLearner
-	eps     routeEndpoints // the host's addresses (route_endpoints.go)
+	breaker  breaker
+	learner  idleLearner
+	eps      routeEndpoints // the host's addresses (route_endpoints.go)
+	longWait longWait       // the long-wait warning's timer (route_wait.go)
+	// unusedSince is when the route last became unused (zero while in use;
+	// route_reclaim.go).
+	unusedSince time.Time
 
 	now time.Time // the current message's time (clock); zero until asked
 
@@ -270,8 +284,10 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *ExpiryTicked:
 		r.takeBack()
 		r.onExpire(ctx, m.Now)
-		r.warnLongWait(m.Now)
 		r.expireSpares(ctx, m.Now)
+		r.reclaimIfUnused(ctx, m.Now)
+	case *longWaitChecked:
+		r.onLongWaitChecked(ctx)
 	case *CloseIdleRequest:
 		r.takeBack()
 		n := len(r.idle)
@@ -285,6 +301,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.self = ctx.Self()
 		r.permitReq = &PermitRequest{From: r.self}
+		r.publishUnused(0) // unused until its first lease
 		return
 	case *actor.Stopping:
 		r.onStopping(ctx)
@@ -314,26 +331,6 @@ func (r *Route) clock() time.Time {
 	return r.now
 }
 
-// LongWait is how long a route's oldest caller may wait for a connection
-// before the route logs a warning (once, until its queue empties): callers
-// that wait that long usually mean MaxConnsPerRoute is too small for the
-// workload (long polls, server-sent events, watches each hold a connection).
-const LongWait = time.Second
-
-func (r *Route) warnLongWait(now time.Time) {
-	if r.warnedWait {
-		return
-	}
-	_, w, ok := r.waiters.Peek()
-	if !ok || now.Sub(w.at) < LongWait {
-		return
-	}
-	r.warnedWait = true
-	r.cfg.Logger.Warn("connactor: callers wait for a connection; is MaxConnsPerRoute too small for long-lived requests?",
-		"route", r.name, "waiting", r.waiters.Len(), "oldest", now.Sub(w.at).Round(time.Millisecond),
-		"leased", len(r.conns)-len(r.idle)-r.dialing, "max_conns_per_route", r.cfg.MaxConnsPerRoute)
-}
-
 // onStopping runs when the client closes, or the supervisor stops this route
 // (for a failure of the route's, too): every waiter is answered (the request
 // the route failed while handling too), every socket closed and reported.
@@ -345,6 +342,7 @@ func (r *Route) warnLongWait(now time.Time) {
 // unfinished (the route would never stop, nor its mailbox close).
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
+	r.stopLongWait()
 	r.takeBack() // offers taken are leased, and closed with the others
 	if r.handling != nil {
 		r.handling.Undelivered()

@@ -109,7 +109,10 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 
 // dialFailed closes a failed dial. The oldest waiter still waiting learns
 // why; the others get dials of their own (wantConns after this message),
-// unless the failures open the fail-fast breaker, which fails them all.
+// unless the failures open the fail-fast breaker, which fails them all (each
+// counted in FailedFast). A dial that started before the breaker last opened
+// counts toward nothing (see breaker.dialFailed); while the breaker is not
+// closed it fails nobody either: the waiters wait for the probe.
 func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 	r.dialFailures++
 	if r.endpointDialFailed(ctx, cs, m) { // another address remains: the waiters get a dial there
@@ -124,16 +127,25 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 	r.tel.DialFailed(r.name, dialPeer(m), m.Err, m.Took)
 	r.closeConn(ctx, cs, route.ReasonDialFailed) // counts the dial out of r.dialing
 	now := r.clock()
-	if r.breaker.dialFailed(now, r.rand()) {
+	switch r.breaker.dialFailed(m.ID, r.nextID, now, r.rand()) {
+	case dialOpened:
 		r.cfg.Logger.Warn("connactor: route fails fast: its dials keep failing", "route", r.name,
 			"consecutive_failures", r.breaker.failures, "until", r.breaker.until.Sub(now).Round(time.Millisecond), "err", m.Err)
+		unavailable := fmt.Errorf("%w (last: %w)", ErrRouteUnavailable, m.Err)
 		for {
 			_, w, ok := r.waiters.Pop()
 			if !ok {
 				return
 			}
 			r.dequeued(w)
-			w.req.Ticket.Reject(fmt.Errorf("%w (last: %w)", ErrRouteUnavailable, m.Err))
+			if w.req.Ticket.Reject(unavailable) {
+				r.breaker.rejected++
+				r.tel.LeaseRejected("route_unavailable")
+			}
+		}
+	case dialIgnored:
+		if r.breaker.state != breakerClosed {
+			return
 		}
 	}
 	for {

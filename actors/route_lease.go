@@ -43,6 +43,7 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if m.Fresh {
 		r.freshWaiters++
 	}
+	r.armLongWait(ctx)
 }
 
 // leaseNow grants m a free stream or an idle connection, and reports
@@ -103,9 +104,7 @@ func (r *Route) dequeued(w waiter) queuedAt {
 	if w.req.Fresh {
 		r.freshWaiters--
 	}
-	if r.waiters.Len() == 0 {
-		r.warnedWait = false
-	}
+	r.waitEnded(w)
 	return w.queuedAt
 }
 

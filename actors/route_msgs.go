@@ -133,10 +133,9 @@ type RoomWanted struct{ Wanted, Shed bool }
 type EvictIdleRequest struct{}
 
 // ExpiryTicked is sent by the supervisor's expiry timer to routes with idle
-// connections or waiting callers. No reply. The route closes idle connections
-// idle longer than MaxIdleTime, past the server's Keep-Alive timeout, or older
-// than MaxLifetime, and warns (once per episode) when its oldest waiter has
-// waited longer than LongWait.
+// connections or spare connection actors. No reply. The route closes idle
+// connections idle longer than MaxIdleTime, past the server's Keep-Alive
+// timeout, or older than MaxLifetime.
 type ExpiryTicked struct{ Now time.Time }
 
 // CloseIdleRequest is sent by the pool (Pool.CloseIdle) to every route

@@ -136,8 +136,9 @@ func TestRouteNeverRecyclesAConnectionActorThatFailed(t *testing.T) {
 }
 
 // A route that has had no connection for MaxIdleTime stops its spare actors
-// (the fixture's MaxIdleTime is a minute): a quiet route keeps nothing, and
-// its next dial spawns an actor again.
+// (the fixture's MaxIdleTime is a minute), and with them itself (it reclaims
+// itself unused): a quiet route keeps nothing, and the route started for its
+// next request spawns an actor again.
 func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
 	p := newPool(t, 2, 2)
 	h := p.route("a")
@@ -152,9 +153,17 @@ func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
 		t.Fatalf("%d spares half a MaxIdleTime after the last close, want 2 kept", st.spare)
 	}
 	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now().Add(2 * time.Minute)})
-	if st := p.settle(h); st.spare != 0 {
-		t.Fatalf("%d spares after MaxIdleTime without a connection, want 0", st.spare)
+	select {
+	case <-h.Done:
+	case <-timeAfter10s():
+		t.Fatal("the route did not stop after MaxIdleTime without a connection")
 	}
+	for id := range old {
+		if _, alive := p.sys.ProcessRegistry.GetLocal(id); alive {
+			t.Fatalf("spare %s outlived its route", id)
+		}
+	}
+	h = p.route("a")
 	l := p.lease(h, 1)[0]
 	if old[l.Conn.Id] {
 		t.Fatalf("the next connection runs on stopped spare %s", l.Conn.Id)

@@ -34,6 +34,7 @@ func (r *Route) publish() {
 		spare = int32(len(r.spares.pids))
 	}
 	set32(&p.Spare, spare)
+	r.publishUnused(idle)
 }
 
 // set32 and set64 store v into a when it holds another value. They are

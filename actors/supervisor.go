@@ -30,6 +30,12 @@ type SupervisorConfig struct {
 	// survives the supervisor's restarts: what waits there is answered by the
 	// restarted instance.
 	Mailbox *mailbox.Mailbox
+	// RouteStopped is called by the supervisor, in its Receive, once a route
+	// actor has stopped and its Done has closed (reclaimed unused, failed, or
+	// the client closing): the pool drops the route's handle from its cache,
+	// so that a client calling many hosts once keeps none of them. It must
+	// not block. nil = nothing to drop.
+	RouteStopped func(*routeHandle)
 	// NewRoute makes the producer of a route actor; nil = NewRoute. Tests use it
 	// to drive the supervisor with fake routes.
 	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer
@@ -78,8 +84,10 @@ type routeEntry struct {
 	// (RoomWanted): roomTotal, or the route holds more than its fleet share.
 	roomTotal, room bool
 	shed            bool // told RoomWanted{Shed: true}: it holds more than its fleet share
+	reclaimed       bool // the route reclaimed itself (RouteReclaimed): it is stopping
 	fleetRoute           // the fleet share and the last usage reported
 	idx             int  // its place in Supervisor.list
+	holdIdx         int  // its place in Supervisor.holding while held > 0, else -1
 }
 
 // Supervisor is the supervisor actor: it starts one route actor per route and
@@ -94,7 +102,9 @@ type Supervisor struct {
 	// handling is the last request (RouteRequest, StatsRequest) the
 	// supervisor took up: answered at once, unless the supervisor failed
 	// while handling it, in which case its Restarting or Stopping answers it
-	// (answering an answered ticket does nothing).
+	// (answering an answered ticket does nothing). Cleared once answered:
+	// the last StatsResponse lists every route's handle, and a handle's PID
+	// keeps its actor reachable, reclaimed or not.
 	handling any
 
 	routes map[route.Key]*routeEntry
@@ -117,9 +127,18 @@ type Supervisor struct {
 	resolvers    map[string]*hostResolver
 	resolverHost map[string]string
 
+	// peakRoutes is the most entries list had since the maps were last
+	// rebuilt (compactRoutes).
+	peakRoutes int
+	// holding lists the routes that hold a permit (held > 0,
+	// routeEntry.holdIdx): the only ones that can have an idle connection to
+	// evict (lruIdleRoute), far fewer than the routes when most were used
+	// once.
+	holding []holder
+
 	stopTicker chan struct{}
 
-	evictions, expired, dialFailures, restarts uint64
+	evictions, expired, dialFailures, restarts, reclaimed uint64
 }
 
 // NewSupervisor returns the supervisor's producer.
@@ -143,6 +162,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *RouteRequest:
 		s.onRouteRequest(ctx, m)
+		s.handling = nil
 		return
 	case *PermitRequest:
 		s.onPermitRequest(ctx, m)
@@ -156,8 +176,15 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onShareChanged(ctx, m)
 	case *fleetTick:
 		s.onFleetTick(ctx)
+	case *RouteReclaimed:
+		s.onRouteReclaimed(ctx, m)
+		return
+	case *LongWaitNoticed:
+		s.onLongWaitNoticed(m)
+		return
 	case *StatsRequest:
 		m.Ticket.Deliver(s.statsResponse())
+		s.handling = nil
 		return
 	case *expiryTick:
 		s.onExpiryTick(ctx)
@@ -317,6 +344,7 @@ func (s *Supervisor) grantPermits(ctx actor.Context) {
 		e := s.byID[pid.Id]
 		e.queued--
 		e.held++
+		s.holdChanged(e)
 		s.total++
 		s.hostHeld[e.host]++
 		ctx.Send(pid, &PermitGranted{})
@@ -350,6 +378,7 @@ func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 		return // the route terminated and its places were reclaimed
 	}
 	e.held--
+	s.holdChanged(e)
 	s.total--
 	s.hostHeld[e.host]--
 	if e.held < 0 || s.total < 0 || s.hostHeld[e.host] < 0 {
@@ -367,8 +396,11 @@ func (s *Supervisor) freePlace(ctx actor.Context, from *actor.PID) {
 // sockets are closed: protoactor stopped its connection actors first; so the
 // keeper hears that the route holds nothing (also when the client closes or
 // the supervisor restarts: protoactor delivers its children's Terminated).
-// The permits it still had queued leave the queue (dropQueued).
+// The permits it still had queued leave the queue (dropQueued), and the pool
+// drops its handle (RouteStopped). A route stops on its own when it failed,
+// or once it reclaimed itself unused (route_reclaim.go).
 func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	clearStoppedChild(ctx)
 	e := s.byID[m.Who.Id]
 	if e == nil {
 		s.resolverStopped(ctx, m.Who)
@@ -377,8 +409,11 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	s.removeRoute(e)
 	s.unwatchEndpoints(ctx, e)
 	close(e.done)
-	if !s.closing {
-		s.restarts++ // a route stops on its own only when it failed
+	if !s.closing && !e.reclaimed {
+		s.restarts++ // it failed
+	}
+	if s.cfg.RouteStopped != nil {
+		s.cfg.RouteStopped(e.h)
 	}
 	if e.roomTotal {
 		s.roomN--
@@ -395,6 +430,7 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		delete(s.hostHeld, e.host)
 	}
 	e.held = 0
+	s.holdChanged(e)
 	s.fleetRouteStopped(ctx, e)
 }
 
@@ -418,8 +454,9 @@ func (s *Supervisor) dropQueued(id string) {
 func (s *Supervisor) addRoute(e *routeEntry) {
 	s.routes[e.h.Key] = e
 	s.byID[e.h.PID.Id] = e
-	e.idx = len(s.list)
+	e.idx, e.holdIdx = len(s.list), -1
 	s.list = append(s.list, e)
+	s.peakRoutes = max(s.peakRoutes, len(s.list))
 }
 
 // removeRoute forgets a route actor that stopped: the last entry of list
@@ -433,12 +470,23 @@ func (s *Supervisor) removeRoute(e *routeEntry) {
 	s.list[e.idx], last.idx = last, e.idx
 	s.list[len(s.list)-1] = nil
 	s.list = s.list[:len(s.list)-1]
+	s.compactRoutes()
 }
 
+// onExpiryTick sends ExpiryTicked to the routes with idle connections, with
+// spare connection actors to stop, or unused for MaxIdleTime (which reclaim
+// themselves). A pass over the routes, one to three atomic loads each.
 func (s *Supervisor) onExpiryTick(ctx actor.Context) {
-	msg := &ExpiryTicked{Now: s.cfg.Route.Now()}
+	now := s.cfg.Route.Now()
+	msg := &ExpiryTicked{Now: now}
+	unusedBy := int64(0) // routes unused since then (or before) may reclaim themselves
+	if s.cfg.Route.MaxIdleTime > 0 {
+		unusedBy = now.Add(-s.cfg.Route.MaxIdleTime).UnixNano()
+	}
 	for _, e := range s.list {
-		if e.h.Pub.Idle.Load() > 0 || e.h.Pub.Pending.Load() > 0 || e.h.Pub.Spare.Load() > 0 {
+		pub := e.h.Pub
+		if pub.Idle.Load() > 0 || pub.Spare.Load() > 0 ||
+			!e.reclaimed && unusedBy != 0 && pub.UnusedSince.Load() != 0 && pub.UnusedSince.Load() <= unusedBy {
 			ctx.Send(e.h.PID, msg)
 		}
 	}
@@ -451,5 +499,5 @@ func (s *Supervisor) statsResponse() StatsResponse {
 	}
 	return StatsResponse{Routes: hs, Total: s.total, MaxTotal: s.cfg.MaxConnsTotal,
 		PermitWaiters: s.permits.Len(), Evictions: s.evictions, Expired: s.expired,
-		DialFailures: s.dialFailures, Restarts: s.restarts}
+		DialFailures: s.dialFailures, Restarts: s.restarts, Reclaimed: s.reclaimed}
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -97,6 +98,25 @@ type IdleEvicted struct {
 	Evicted bool
 }
 
+// RouteReclaimed is sent by a route actor to the supervisor when it has
+// reclaimed itself, unused for MaxIdleTime (route_reclaim.go): it refuses
+// every lease from then on. No reply. The supervisor starts the next
+// RouteRequest for its key as a new route and stops it.
+type RouteReclaimed struct{ From *actor.PID }
+
+// LongWaitNoticed is sent by a route actor to the supervisor when its oldest
+// caller has waited LongWait for a connection permit the supervisor holds
+// back (at most once per LongWaitEvery). No reply. The supervisor logs the
+// long-wait warning, naming what holds the permit back: MaxConnsTotal,
+// MaxConnsPerHost or the route's fleet share, which the route cannot tell.
+type LongWaitNoticed struct {
+	From    *actor.PID
+	Route   string // the route's name
+	Waiting int    // callers waiting
+	Oldest  time.Duration
+	Leased  int // connections leased
+}
+
 // StatsRequest is posted by the pool (Pool.Stats, Pool.CloseIdle) to the
 // supervisor's mailbox; the supervisor answers through Ticket (Deliver) with
 // its counts and routes, or Reject(ErrClosing) once stopped (Undelivered),
@@ -118,4 +138,5 @@ type StatsResponse struct {
 	PermitWaiters          int
 	Evictions, Expired     uint64
 	DialFailures, Restarts uint64 // Restarts: route actors that stopped on a failure
+	Reclaimed              uint64 // route actors that reclaimed themselves unused
 }

@@ -1,6 +1,10 @@
 package actors
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // Making room: when a route waits for a permit and MaxConnsTotal or
 // MaxConnsPerHost is reached, the supervisor has the least recently used idle
@@ -84,19 +88,42 @@ func (s *Supervisor) tellRoom(ctx actor.Context, e *routeEntry) {
 
 // lruIdleRoute finds the route (of host, or of any host when it is "") whose
 // oldest idle connection is the least recently used of all, from the routes'
-// published LRUIdleSince. It costs one atomic load per route and runs only
-// when a limit is reached.
+// published LRUIdleSince. It costs one atomic load per route that holds a
+// connection (at most MaxConnsTotal of them, however many routes there are),
+// and runs only when a limit is reached.
 func (s *Supervisor) lruIdleRoute(host string) *routeEntry {
 	var best *routeEntry
 	var bestSince int64
-	for _, e := range s.list {
-		if host != "" && e.host != host {
-			continue
-		}
-		since := e.h.Pub.LRUIdleSince.Load()
-		if since != 0 && (best == nil || since < bestSince) {
-			best, bestSince = e, since
+	for _, h := range s.holding {
+		since := h.lru.Load()
+		if since != 0 && (best == nil || since < bestSince) && (host == "" || h.e.host == host) {
+			best, bestSince = h.e, since
 		}
 	}
 	return best
+}
+
+// holder is an entry of Supervisor.holding: the route's published
+// LRUIdleSince beside its entry, so that lruIdleRoute's pass reads one
+// pointer per route rather than three in a row.
+type holder struct {
+	lru *atomic.Int64
+	e   *routeEntry
+}
+
+// holdChanged keeps e in holding while it holds a permit, after its held
+// changed: a slice with each entry's place in it (routeEntry.holdIdx), so
+// that an entry joins and leaves in constant time.
+func (s *Supervisor) holdChanged(e *routeEntry) {
+	switch {
+	case e.held > 0 && e.holdIdx < 0:
+		e.holdIdx = len(s.holding)
+		s.holding = append(s.holding, holder{lru: &e.h.Pub.LRUIdleSince, e: e})
+	case e.held == 0 && e.holdIdx >= 0:
+		last := s.holding[len(s.holding)-1]
+		s.holding[e.holdIdx], last.e.holdIdx = last, e.holdIdx
+		s.holding[len(s.holding)-1] = holder{}
+		s.holding = s.holding[:len(s.holding)-1]
+		e.holdIdx = -1
+	}
 }

@@ -270,3 +270,45 @@ func TestSupervisorRouteListFollowsStartsAndStops(t *testing.T) {
 		t.Fatalf("routes left: %v, want r1, r2 and r4", left)
 	}
 }
+
+// The supervisor's list of the routes holding permits stays the set of those
+// with held > 0, each at its holdIdx, as permits come and go in any order;
+// the search for the least recently used idle connection looks at them only.
+func TestSupervisorHoldingListFollowsPermits(t *testing.T) {
+	s := NewSupervisor(&SupervisorConfig{})().(*Supervisor)
+	es := make([]*routeEntry, 8)
+	for i := range es {
+		pub := &routePublished{}
+		pub.LRUIdleSince.Store(int64(100 - i)) // the later a route, the older its idle connection
+		es[i] = entryN(i, pub)
+		s.addRoute(es[i])
+	}
+	set := func(i, held int) {
+		es[i].held = held
+		s.holdChanged(es[i])
+		n := 0
+		for _, e := range es {
+			if e.held > 0 {
+				n++
+				if e.holdIdx < 0 || s.holding[e.holdIdx].e != e {
+					t.Fatalf("route %s holds %d but is not in holding at %d", e.h.Key.Host, e.held, e.holdIdx)
+				}
+			} else if e.holdIdx >= 0 {
+				t.Fatalf("route %s holds nothing but is in holding at %d", e.h.Key.Host, e.holdIdx)
+			}
+		}
+		if len(s.holding) != n {
+			t.Fatalf("%d routes in holding, %d hold permits", len(s.holding), n)
+		}
+	}
+	for _, step := range [][2]int{{1, 1}, {3, 2}, {6, 1}, {1, 2}, {3, 0}, {6, 0}, {0, 1}, {1, 0}, {5, 1}, {0, 0}} {
+		set(step[0], step[1])
+	}
+	if e := s.lruIdleRoute(""); e != es[5] {
+		t.Fatalf("least recently used idle route: %v, want %s, the only one holding", e, es[5].h.Key.Host)
+	}
+	set(7, 1) // holds the oldest idle connection
+	if e := s.lruIdleRoute(""); e != es[7] {
+		t.Fatalf("least recently used idle route: %v, want %s", e, es[7].h.Key.Host)
+	}
+}

@@ -17,6 +17,13 @@ import (
 // path) from being hit by a storm of replays; the defaults are Finagle's and
 // Envoy's: 20% over 10 s, with a floor of 10 per second.
 //
+// The budget counts only replays of requests that may have reached the
+// server. A connection found closed before anything was written to it (the
+// probe before writing, or the idle watch, saw the server's close) is a bad
+// idle connection, not a replay: it is discarded and the request leased
+// again, as often as that happens, without counting here (net/http does the
+// same).
+//
 // A request whose HTTP/2 stream the server refused before processing it
 // (GOAWAY above its last stream id, REFUSED_STREAM) is replayed on another
 // connection up to three times whatever the budget, as the API promises that

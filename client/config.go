@@ -31,7 +31,10 @@ type Config struct {
 	LeaseTimeout          time.Duration // longest wait for a connection; 0 = until the request's context ends
 
 	// Lifetimes
-	MaxIdleTime time.Duration // an idle connection is closed after this (default 90s)
+	// MaxIdleTime: an idle connection is closed after this (default 90s),
+	// and a route left without a connection and unused as long is
+	// reclaimed (Stats.RoutesReclaimed): its next request starts it anew.
+	MaxIdleTime time.Duration
 	// MaxLifetime: a connection is not re-used after this age (default 0 = no
 	// limit). Each connection draws its own lifetime from [90%, 100%] of it,
 	// so that connections opened together are not retired together; one past

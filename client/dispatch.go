@@ -20,7 +20,9 @@ import (
 //		// holds no connection. The non-fatal problems are:
 //		//   - a request that failed on a re-used connection before any response
 //		//     byte and is about to be replayed on a fresh one (errors.Is ErrNotSent
-//		//     or ErrOutcomeUnknown); returning true refuses the replay;
+//		//     or ErrOutcomeUnknown); returning true refuses the replay (a
+//		//     connection found closed before anything was written to it is no
+//		//     problem: the request goes out on another one);
 //		//   - a response that arrived before the request body was sent in full
 //		//     (errors.Is ErrEarlyResponse: the server answered early, e.g. 413 or
 //		//     401 to a large upload); its connection is not re-used; returning true

@@ -202,7 +202,8 @@ func TestARouteFailsFastThenRecoversAfterAProbe(t *testing.T) {
 		t.Fatal("a route failing fast dialled")
 	}
 	st := c.Stats()
-	if st.Routes[0].FailFast != "open" || st.Routes[0].FailedFast != 101 || st.Routes[0].FailFastUntil.IsZero() {
+	// FailedFast: the 101, and the caller whose failed dial opened it.
+	if st.Routes[0].FailFast != "open" || st.Routes[0].FailedFast != 102 || st.Routes[0].FailFastUntil.IsZero() {
 		t.Fatalf("stats while failing fast: %+v", st.Routes[0])
 	}
 	if body := c.Status(); body.Routes[0].FailFast != "open" {

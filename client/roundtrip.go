@@ -15,9 +15,12 @@ import (
 // pool when the body is read to EOF or closed. Any status, 4xx and 5xx included,
 // is a response; transport failures are errors (see ErrNotSent). It blocks until
 // the head arrives, req's context ends, or Config.LeaseTimeout passes while
-// waiting for a connection. A request that fails on a re-used connection before
-// any response byte is retried once on a new connection when replaying it is
-// safe: an idempotent method, or a body it can get again (GetBody). A body that is neither read to EOF nor closed holds its
+// waiting for a connection. A connection found closed by the server before
+// anything was written to it is discarded and the request sent on another, as
+// often as that happens (no replay: nothing was sent). A request that fails on
+// a re-used connection before any response byte is retried once on a new
+// connection when replaying it is safe: an idempotent method, or a body it can
+// get again (GetBody). A body that is neither read to EOF nor closed holds its
 // connection: Stats counts it as leased. Safe for concurrent use.
 //
 // The life of a request: admission (a FIFO semaphore, an atomic while under
@@ -81,7 +84,10 @@ func (c *Client) failed(tel *telemetry.Request, err error) {
 
 // send leases a connection and exchanges req on it, replaying it on another
 // connection when the attempt failed in a way that makes a replay safe
-// (Exchange.Replay), within the retry budget and Send's hooks.
+// (Exchange.Replay), within the retry budget and Send's hooks. A connection
+// found dead before anything was written (LeaseAgain) is no attempt: the
+// request, which never left, is leased again, and neither the budget nor the
+// hooks count it.
 func (c *Client) send(call *actors.Call, req *http.Request, tel *telemetry.Request, hooks dispatch.Hooks) (resp *http.Response, early, err error) {
 	fresh, avoid := false, uint64(0)
 	for attempt := 0; ; attempt++ {
@@ -102,6 +108,10 @@ func (c *Client) send(call *actors.Call, req *http.Request, tel *telemetry.Reque
 			return resp, x.Early(), nil
 		}
 		switch next, how := x.Replay(req, err, attempt); how {
+		case actors.LeaseAgain:
+			attempt-- // the route discarded the dead connection; the same attempt goes on
+			avoid = x.ConnID()
+			continue
 		case actors.ReplayRefused:
 			c.budget.spend() // refused unprocessed: counted, never refused (see RetryBudget)
 			tel.Retry(err)

@@ -282,6 +282,7 @@ type routeID struct{ scheme, host, port string }
 // The nil *Route records nothing.
 type Route struct {
 	t         *Telemetry
+	id        routeID // its key in t.routes
 	scheme    string
 	address   string
 	port      int
@@ -314,12 +315,23 @@ func (t *Telemetry) Route(scheme, host, port string) *Route {
 		semconv.ServerPort(p),
 		semconv.URLScheme(scheme),
 	}
-	r := &Route{t: t, scheme: scheme, address: host, port: p, kv: kv, attrs: attribute.NewSet(kv...)}
+	r := &Route{t: t, id: id, scheme: scheme, address: host, port: p, kv: kv, attrs: attribute.NewSet(kv...)}
 	r.active = attribute.NewSet(append(kv[:len(kv):len(kv)], t.openConns.AttrConnectionState(httpconv.ConnectionStateActive))...)
 	r.idle = attribute.NewSet(append(kv[:len(kv):len(kv)], t.openConns.AttrConnectionState(httpconv.ConnectionStateIdle))...)
 	r.opt = metric.WithAttributeSet(r.attrs)
 	v, _ := t.routes.LoadOrStore(id, r)
 	return v.(*Route)
+}
+
+// Forget drops r from its Telemetry's cache, so that a client calling many
+// hosts once keeps no Route per host: the route it measured is gone (reclaimed
+// unused). Whoever holds r may go on using it, and Route makes a new one on
+// the next call for the same route. A nil r does nothing.
+func (r *Route) Forget() {
+	if r == nil {
+		return
+	}
+	r.t.routes.CompareAndDelete(r.id, r)
 }
 
 // closeOpt returns the measurement option of the route's attributes, the

@@ -43,6 +43,27 @@ func sdkTelemetry(t testing.TB) (*Telemetry, *tracetest.SpanRecorder, *sdkmetric
 	return New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}), sr, reader
 }
 
+// A Route is kept until it is forgotten (its route reclaimed): then the next
+// call makes a new one, and the forgotten one still records.
+func TestAForgottenRouteIsMadeAgainOnItsNextUse(t *testing.T) {
+	tel := noopTelemetry()
+	a := tel.Route("http", "example.test", "80")
+	if tel.Route("http", "example.test", "80") != a {
+		t.Fatal("a second call made another Route")
+	}
+	a.Forget()
+	b := tel.Route("http", "example.test", "80")
+	if b == a {
+		t.Fatal("the forgotten Route is still kept")
+	}
+	a.ConnOpened("http://example.test:80", 1, netip.AddrPort{}, time.Millisecond) // still usable
+	a.Forget()                                                                    // not b's: b stays
+	if tel.Route("http", "example.test", "80") != b {
+		t.Fatal("forgetting a Route that was replaced dropped its replacement")
+	}
+	(*Route)(nil).Forget()
+}
+
 func TestNilTelemetryRouteAndRequestRecordNothing(t *testing.T) {
 	var tel *Telemetry
 	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)

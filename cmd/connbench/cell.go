@@ -58,6 +58,12 @@ type Result struct {
 	AllocsPerReq     float64  `json:"allocs_per_req"` // runtime.MemStats.Mallocs delta / Requests
 	BytesPerReq      float64  `json:"alloc_bytes_per_req"`
 	GCs              uint32   `json:"gcs"`
+	// HeapPerRoute is the live heap the client holds per route at the end of
+	// the measured window, in bytes: the process's live heap then, less its
+	// live heap before the client was made, over Routes (each after a full
+	// collection, outside the window). Measured in the routes sweep only
+	// (0 elsewhere, and in runs saved before it was measured).
+	HeapPerRoute float64 `json:"heap_bytes_per_route,omitempty"`
 	// ServerCPUusPerReq is the server process's CPU per request (from
 	// /proc/pid/stat, 10 ms ticks). OtherCores is the CPU the rest of the
 	// machine used during the window, in cores (from /proc/stat, minus this
@@ -143,6 +149,10 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 		res.TotalLimit = sc.total()
 	}
 	res.Lingering = settle(runtime.NumGoroutine, base, settleQuiet, settleTimeout)
+	var heap0 uint64
+	if sc.Sweep == sweepByRoutes {
+		heap0 = liveHeap()
+	}
 	var dials atomic.Int64
 	bc, err := newBenchClient(kind, clientSpec{sc: sc, targets: targets, dials: &dials, tls: opt.tls})
 	if err != nil {
@@ -187,6 +197,9 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 	busy1, srv1 := machineBusy(), processCPU(srvPID)
 	stopProfile()
 	wg.Wait()
+	if sc.Sweep == sweepByRoutes {
+		res.HeapPerRoute = (float64(liveHeap()) - float64(heap0)) / float64(sc.Routes)
+	}
 	bc.close()
 
 	var h histogram
@@ -222,6 +235,14 @@ func runCell(opt *options, srv string, srvPID int, sc scenario, targets []target
 		res.MeanUs = h.mean() / 1e3
 	}
 	return res
+}
+
+// liveHeap returns the live heap after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 // prime sends one request to every route, the callers sharing the routes

@@ -100,7 +100,7 @@ func main() {
 	count := fs.Int("count", 1, "rounds per scenario (clients interleaved); the run with the median req/s is reported")
 	clients := fs.String("clients", strings.Join(allClients, ","), "clients of the single-protocol cells, comma-separated: "+strings.Join(allClients, ",")+" (HTTP/2 cells: "+strings.Join(h2Clients, ",")+"; sweeps: "+strings.Join(sweepClients, ",")+", those of -clients)")
 	scen := fs.String("scenarios", "", "regular expression selecting scenarios by name (empty = all of -groups); see -list")
-	groups := fs.String("groups", "main,h2", "scenario groups to run: main (cN, routes200, churn, contended), h2 (HTTP/2 over TLS), sweep (CPU per request against routes and callers)")
+	groups := fs.String("groups", "main,h2", "scenario groups to run: main (cN, routes200, churn, contended), h2 (HTTP/2 over TLS), sweep (CPU per request and heap per route against routes, CPU per request against callers)")
 	svgDir := fs.String("svg", "", "write the sweeps' charts (SVG) into this directory")
 	server := fs.String("server", serverFasthttp, "server: go|fasthttp|nginx|all (all skips nginx when it is not installed)")
 	nginxBin := fs.String("nginx", "/usr/sbin/nginx", "nginx binary")
@@ -290,7 +290,7 @@ type scenario struct {
 	BodyLen   int
 
 	// Hosts names the routes r1.connbench.test .. rN.connbench.test, all
-	// dialed to the server's first address (the sweeps: up to 10,000 routes
+	// dialed to the server's first address (the sweeps: up to 100,000 routes
 	// without a listener each); otherwise route k is the address 127.0.0.k.
 	Hosts bool
 	// Prime sends one request to each route before the warm-up, so that
@@ -303,7 +303,8 @@ type scenario struct {
 	// TLS: the cell runs over TLS against the server's TLS listener (the
 	// HTTP/2 cells), with the clients h2Clients.
 	TLS bool
-	// Sweep and X place the cell on a sweep's chart ("routes", "callers").
+	// Sweep and X place the cell on a sweep's chart (sweepByRoutes,
+	// sweepByCallers).
 	Sweep string
 	X     int
 }
@@ -319,7 +320,7 @@ func (sc scenario) clients(opt *options) []string {
 	case sc.Sweep != "":
 		var out []string
 		for _, c := range opt.clients {
-			if contains(sweepClients, c) && (c != kindStdPool || sc.Sweep != "routes") {
+			if contains(sweepClients, c) && (c != kindStdPool || sc.Sweep != sweepByRoutes) {
 				out = append(out, c)
 			}
 		}
@@ -369,10 +370,11 @@ const churnEvery = 10
 // h2: 1, 64 and 256 callers over TLS (HTTP/2 against HTTP/1.1; Go's and
 // nginx's servers).
 //
-// sweep: CPU per request against the number of routes (64 callers, each
-// request to a random route of 1 .. 10,000, a connection per caller allowed
-// on every route, so that no caller waits) and against the number of callers
-// (1 .. 1000 on one route, min(callers, 16) connections).
+// sweep: CPU per request and heap per route against the number of routes (64
+// callers, each request to a random route of 1 .. 100,000, a connection per
+// caller allowed on every route, so that no caller waits, within
+// sweepMaxOpen) and CPU per request against the number of callers (1 .. 1000
+// on one route, min(callers, 16) connections).
 func allScenarios() []scenario {
 	var out []scenario
 	for _, b := range []struct {
@@ -398,21 +400,36 @@ func allScenarios() []scenario {
 	}
 	for _, r := range sweepRoutes {
 		out = append(out, scenario{Name: fmt.Sprintf("sweep/routes%d", r), Group: groupSweep, Callers: sweepCallers,
-			Conns: sweepCallers, Total: r * sweepCallers, Routes: r, Path: "/13", BodyLen: smallBody,
-			Hosts: true, Prime: true, MinWarmup: 2 * time.Second, Sweep: "routes", X: r})
+			Conns: sweepCallers, Total: min(r*sweepCallers, sweepMaxOpen), Routes: r, Path: "/13", BodyLen: smallBody,
+			Hosts: true, Prime: true, MinWarmup: 2 * time.Second, Sweep: sweepByRoutes, X: r})
 	}
 	for _, c := range sweepCallersN {
 		out = append(out, scenario{Name: fmt.Sprintf("sweep/callers%d", c), Group: groupSweep, Callers: c,
-			Conns: min(c, 16), Routes: 1, Path: "/13", BodyLen: smallBody, Sweep: "callers", X: c})
+			Conns: min(c, 16), Routes: 1, Path: "/13", BodyLen: smallBody, Sweep: sweepByCallers, X: c})
 	}
 	return out
 }
 
 // The sweeps' points.
 var (
-	sweepRoutes   = []int{1, 10, 100, 1000, 10_000}
+	sweepRoutes   = []int{1, 10, 100, 1000, 10_000, 100_000}
 	sweepCallersN = []int{1, 4, 16, 64, 256, 1000}
 )
+
+// The sweeps (scenario.Sweep).
+const (
+	sweepByRoutes  = "routes"
+	sweepByCallers = "callers"
+)
+
+// sweepMaxOpen bounds the connections of the routes sweep (connactor's
+// MaxConnsTotal, net/http's MaxIdleConns): the client and the server each
+// hold one socket per connection, and a process may have 20,000 descriptors
+// here. Up to 10,000 routes it does not bind (a connection per route, and a
+// few more for callers that meet on one); at 100,000 routes most requests
+// find their route without a connection, and dial after the least recently
+// used one is closed.
+const sweepMaxOpen = 12_000
 
 // sweepCallers is how many callers the routes sweep runs.
 const sweepCallers = 64

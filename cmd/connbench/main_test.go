@@ -218,6 +218,9 @@ func TestChurnHTTP2AndSweepCellsRunAgainstTheGoServer(t *testing.T) {
 		if r.Scenario == "sweep/routes100" && r.Client == kindConnactor && r.Dials < 100 {
 			t.Errorf("%s: %d dials: the 100 routes were not primed", name, r.Dials)
 		}
+		if routes := strings.HasPrefix(r.Scenario, "sweep/routes"); routes != (r.HeapPerRoute != 0) {
+			t.Errorf("%s: heap per route %.0f B: measured in the routes sweep, and only there", name, r.HeapPerRoute)
+		}
 	}
 	for _, want := range []string{"h2/c1/13B net/http h2", "h2/c1/13B connactor h2", "h2/c1/13B connactor h1/TLS",
 		"sweep/routes10 connactor", "sweep/callers4 pool+std"} {
@@ -229,7 +232,8 @@ func TestChurnHTTP2AndSweepCellsRunAgainstTheGoServer(t *testing.T) {
 	if err := rep.writeTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Summary", "churn/13B", "targets: req/s>=1.0x", "sweep/routes", "connactor h2"} {
+	for _, want := range []string{"Summary", "churn/13B", "targets: req/s>=1.0x", "sweep/routes", "connactor h2",
+		"heap KB/route by routes: net/http 10: "} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -101,10 +101,10 @@ func (r *report) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	head := []string{"server", "scenario", "client", "req/s", "+-", "x net/http", "p50 us", "p99 us", "p99.9 us",
-		"CPU us/req", "x net/http", "ctxsw/req", "lock us/req", "allocs/req", "x net/http", "dials", "errors",
+		"CPU us/req", "x net/http", "heap KB/route", "ctxsw/req", "lock us/req", "allocs/req", "x net/http", "dials", "errors",
 		"server us/req", "other load"}
 	right := []bool{false, false, false, true, true, true, true, true, true, true, true, true, true, true, true, true, true,
-		true, true}
+		true, true, true}
 	rows := [][]string{head}
 	for i, res := range r.Results {
 		if i > 0 && (res.Scenario != r.Results[i-1].Scenario || res.Server != r.Results[i-1].Server) {
@@ -113,7 +113,7 @@ func (r *report) writeTable(w io.Writer) error {
 		rows = append(rows, []string{res.Server, res.Scenario, clientNames[res.Client],
 			fmt.Sprintf("%.0f", res.RPS), spread(res), ratio(res.RPSvsNetHTTP),
 			micros(res.P50us), micros(res.P99us), micros(res.P999us),
-			fmt.Sprintf("%.1f", res.CPUusPerReq), ratio(res.CPUvsNetHTTP),
+			fmt.Sprintf("%.1f", res.CPUusPerReq), ratio(res.CPUvsNetHTTP), heapPerRoute(res),
 			figure(res.CtxSwitchesPerReq), figure(res.LockWaitUsPerReq),
 			fmt.Sprintf("%.1f", res.AllocsPerReq), ratio(res.AllocsVsNetHTTP),
 			fmt.Sprint(res.Dials), fmt.Sprint(res.Errors), serverCPU(res), otherLoad(res)})
@@ -168,10 +168,23 @@ const tableNotes = `Notes:
   net/http's Transport and connactor speaking HTTP/2 (one connection carries the streams), and connactor
   speaking HTTP/1.1 over TLS (min(N, 16) connections); ratios are to net/http h2.
 - sweep/routesR: 64 callers, each request to a random route of R (named rK.connbench.test, all dialed to
-  the server's one address), up to 64 connections per route and no total limit that binds, one request
-  to every route before the warm-up: CPU per request against the number of routes. sweep/callersN: N
+  the server's one address), up to 64 connections per route, one request to every route before the
+  warm-up: CPU per request and heap per route against the number of routes. The total limit (connactor's
+  MaxConnsTotal, net/http's MaxIdleConns) is 12,000, what the descriptors of a process allow here: it
+  does not bind up to 10,000 routes; at 100,000 most requests find their route without a connection and
+  dial, the least recently used idle one closed. heap KB/route: the client's live heap at the end of the
+  window (after a full collection) over the routes: routes, connections and all. sweep/callersN: N
   callers on one route with min(N, 16) connections. With -svg, each sweep is drawn as a chart.
 `
+
+// heapPerRoute prints a cell's heap per route in KB ("-" where it was not
+// measured: outside the routes sweep).
+func heapPerRoute(r Result) string {
+	if r.HeapPerRoute == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.HeapPerRoute/1024)
+}
 
 // figure prints a per-request figure that may be missing (nil: "-"), with
 // two decimals: context switches and lock waits are fractions of a request.

@@ -259,8 +259,9 @@ type sweep struct {
 }
 
 type sweepPoint struct {
-	x   int
-	cpu float64
+	x    int
+	cpu  float64
+	heap float64 // bytes per route (the routes sweep); 0 = not measured
 }
 
 func (r *report) sweeps() []*sweep {
@@ -282,7 +283,7 @@ func (r *report) sweeps() []*sweep {
 		if _, ok := s.points[res.Client]; !ok {
 			s.clients = append(s.clients, res.Client)
 		}
-		s.points[res.Client] = append(s.points[res.Client], sweepPoint{x: at.X, cpu: res.CPUusPerReq})
+		s.points[res.Client] = append(s.points[res.Client], sweepPoint{x: at.X, cpu: res.CPUusPerReq, heap: res.HeapPerRoute})
 	}
 	return out
 }
@@ -360,6 +361,7 @@ func (s *sweep) summary() string {
 		lo, hi := s.spread(kind)
 		fmt.Fprintf(&b, " %s %.1f..%.1f (%.2fx);", clientNames[kind], lo, hi, hi/lo)
 	}
+	s.heapLine(&b)
 	ranges := s.flatRanges(kindNetHTTP)
 	if len(ranges) == 0 {
 		b.WriteString(" net/http's curve is flat nowhere")
@@ -372,4 +374,32 @@ func (s *sweep) summary() string {
 		fmt.Fprintf(&b, " %s %d..%d net/http %.2fx, connactor %.2fx;", s.name, r[0], r[1], n, c)
 	}
 	return strings.TrimSuffix(b.String(), ";")
+}
+
+// heapLine writes each client's heap per route at each point of the sweep,
+// in KB, when it was measured (the routes sweep).
+func (s *sweep) heapLine(b *strings.Builder) {
+	measured := false
+	for _, pts := range s.points {
+		for _, p := range pts {
+			measured = measured || p.heap != 0
+		}
+	}
+	if !measured {
+		return
+	}
+	b.WriteString(" heap KB/route by " + s.name + ":")
+	for _, kind := range s.clients {
+		pts := slices.Clone(s.points[kind])
+		slices.SortFunc(pts, func(a, b sweepPoint) int { return a.x - b.x })
+		fmt.Fprintf(b, " %s", clientNames[kind])
+		for i, p := range pts {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(b, "%s %d: %.1f", sep, p.x, p.heap/1024)
+		}
+		b.WriteString(";")
+	}
 }
