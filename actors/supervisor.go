@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
@@ -40,11 +39,11 @@ type SupervisorConfig struct {
 	// to drive the supervisor with fake routes.
 	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer
 
-	// Fleet is the node's fleet budget keeper (fleet.Keeper.PID); nil = no
+	// Fleet is the node's fleet budget keeper (FleetKeeper.PID); nil = no
 	// fleet budget. With it the supervisor tells the keeper each route's
-	// demand (fleet.UsageReported, on change only) and grants a route a
-	// permit only while the route holds less than its share
-	// (fleet.ShareChanged); see supervisor_fleet.go.
+	// demand (UsageReported, on change only) and grants a route a permit
+	// only while the route holds less than its share (ShareChanged); see
+	// supervisor_fleet.go.
 	Fleet *actor.PID
 	// FleetInterval is how often the supervisor looks at the routes'
 	// published idle and waiting counts for a change to report to Fleet
@@ -172,7 +171,7 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onConnClosed(ctx, m)
 	case *IdleEvicted:
 		s.onIdleEvicted(ctx, m)
-	case *fleet.ShareChanged:
+	case *ShareChanged:
 		s.onShareChanged(ctx, m)
 	case *fleetTick:
 		s.onFleetTick(ctx)
@@ -221,7 +220,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
 	if s.cfg.Fleet != nil {
 		// Every share is 0 until told; after a restart, the keeper tells again.
-		ctx.Send(s.cfg.Fleet, &fleet.SharesRequest{})
+		ctx.Send(s.cfg.Fleet, &SharesRequest{})
 	}
 	expiry, fleetEvery := s.cfg.ExpiryInterval, s.fleetInterval()
 	if expiry <= 0 && fleetEvery <= 0 {

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/connactor/connactor/fleet"
 )
 
 // fleetHarness is a supervisor with fake routes and a fake keeper that
@@ -15,20 +13,20 @@ import (
 // sending ShareChanged.
 type fleetHarness struct {
 	*supHarness
-	usage chan fleet.UsageReported
+	usage chan UsageReported
 	asked chan struct{} // a SharesRequest arrived
 }
 
 // newFleetHarness starts the supervisor with a fleet budget; interval is its
 // FleetInterval (an hour: only messages make it report).
 func newFleetHarness(t *testing.T, maxTotal int, interval time.Duration) *fleetHarness {
-	f := &fleetHarness{usage: make(chan fleet.UsageReported, 64), asked: make(chan struct{}, 4)}
+	f := &fleetHarness{usage: make(chan UsageReported, 64), asked: make(chan struct{}, 4)}
 	f.supHarness = newSupHarness(t, maxTotal, func(h *supHarness, cfg *SupervisorConfig) {
 		cfg.Fleet = h.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 			switch m := ctx.Message().(type) {
-			case *fleet.UsageReported:
+			case *UsageReported:
 				f.usage <- *m
-			case *fleet.SharesRequest:
+			case *SharesRequest:
 				f.asked <- struct{}{}
 			}
 		}))
@@ -43,14 +41,14 @@ func newFleetHarness(t *testing.T, maxTotal int, interval time.Duration) *fleetH
 }
 
 func (f *fleetHarness) share(name string, share int) {
-	f.sys.Root.Send(f.sup, &fleet.ShareChanged{Route: "http://" + name + ":80", Share: share, Budget: 12})
+	f.sys.Root.Send(f.sup, &ShareChanged{Route: "http://" + name + ":80", Share: share, Budget: 12})
 }
 
 // expectUsage waits for the next usage report; the deadline guards against a
 // hung test.
 func (f *fleetHarness) expectUsage(name string, held, idle, waiting int) {
 	f.t.Helper()
-	want := fleet.UsageReported{Route: "http://" + name + ":80", Held: held, Idle: idle, Waiting: waiting}
+	want := UsageReported{Route: "http://" + name + ":80", Held: held, Idle: idle, Waiting: waiting}
 	select {
 	case got := <-f.usage:
 		if got != want {

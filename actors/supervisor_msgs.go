@@ -65,7 +65,7 @@ type routeParts struct {
 
 // fleetPublished is a route's fleet budget as the supervisor enforces it
 // (SupervisorConfig.Fleet). The supervisor is the single writer of every
-// field, when the keeper's fleet.ShareChanged arrives; Stats and the
+// field, when the keeper's ShareChanged arrives; Stats and the
 // connactor.fleet.share gauge read them. Both stay 0 without a fleet budget.
 type fleetPublished struct {
 	Share  atomic.Int32 // this node's share: the most connections the route may hold

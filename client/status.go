@@ -45,6 +45,6 @@ func (c *Client) Status() Status {
 		MaxConnsPerRoute: c.cfg.MaxConnsPerRoute, MaxConnsTotal: c.cfg.MaxConnsTotal,
 		MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),
 		MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
-		FleetMaxConnsPerRoute: c.cfg.FleetMaxConnsPerRoute,
+		FleetMaxConnsPerRoute: c.cfg.fleetBudget(),
 	})
 }

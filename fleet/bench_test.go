@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/actors"
 )
 
 // BenchmarkKeeperUsageReported measures what fleet budgets add near the
-// request path: the supervisor's Send of a UsageReported and the keeper's
+// request path: the supervisor's Send of a actors.UsageReported and the keeper's
 // handling of it (a grain call only when the demand crosses a block). Each op
 // is one message; the keeper's mailbox is drained before the timer stops.
 func BenchmarkKeeperUsageReported(b *testing.B) {
@@ -19,14 +21,14 @@ func BenchmarkKeeperUsageReported(b *testing.B) {
 	clock := &fakeClock{t: t0}
 	g := &localGrains{sys: sys, kind: KindConfig{Lease: testLease, now: clock.now}, grains: map[string]*actor.PID{}}
 	sup := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	k, err := New(Config{Budget: 64, Supervisor: sup, Logger: quiet, system: sys, granter: g, now: clock.now, noTicker: true})
+	k, err := startKeeper(keeperConfig{Budget: 64, Supervisor: sup, Logger: quiet, system: sys, granter: g, now: clock.now, noTicker: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer k.Stop(context.Background())
-	msgs := make([]*UsageReported, 16)
+	msgs := make([]*actors.UsageReported, 16)
 	for i := range msgs {
-		msgs[i] = &UsageReported{Route: route, Held: 8 + i%4, Idle: i % 3, Waiting: i % 2}
+		msgs[i] = &actors.UsageReported{Route: route, Held: 8 + i%4, Idle: i % 3, Waiting: i % 2}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

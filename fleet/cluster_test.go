@@ -28,7 +28,7 @@ import (
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // testLogger is quiet unless FLEET_TEST_LOG is set: a cluster logs a lot.
@@ -98,7 +98,7 @@ func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 func (f *inProcess) startMember(i int, name string, spec memberSpec) *inMember {
 	logger := testLogger()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	// client.FleetKind(), with a hook that says where the grain activates.
+	// fleet.Kind(), with a hook that says where the grain activates.
 	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(string) {
 		f.mu.Lock()
 		f.hosts = append(f.hosts, i)
@@ -112,8 +112,12 @@ func (f *inProcess) startMember(i int, name string, spec memberSpec) *inMember {
 	c := cluster.New(sys, cfg)
 	c.StartMember()
 	m := &inMember{i: i, c: c, renewals: fleettest.NewRenewals(), callers: spec.callers}
+	budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: f.budget, Floor: spec.floor})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	cl, err := client.New(client.Config{
-		Cluster: c, FleetMaxConnsPerRoute: f.budget, FleetFloor: spec.floor,
+		Fleet:            budget,
 		MaxConnsPerRoute: f.budget, DialContext: f.counter.DialContext,
 		MeterProvider: m.renewals.MeterProvider, Logger: logger,
 	})

@@ -15,31 +15,33 @@
 // manner of Google's Doorman. Its messages cross the cluster as protobuf
 // (google.protobuf.Struct, see wire.go): no generated code.
 //
-// The keeper (New, Keeper) is one node's side: an actor in the cluster's actor
+// The keeper (Budget.StartKeeper) is one node's side: an actor in the cluster's actor
 // system that learns the node's demand per route from the supervisor
-// (UsageReported), asks the route's grain for a share on demand, in blocks,
+// (actors.UsageReported), asks the route's grain for a share on demand, in blocks,
 // and renews every third of a lease, each call on its own goroutine with its
-// own deadline (Config.CallTimeout), and tells the supervisor every change of
-// a share (ShareChanged).
+// own deadline (keeperConfig.CallTimeout), and tells the supervisor every change of
+// a share (actors.ShareChanged).
 //
 // # The contract with the supervisor
 //
-// Three messages, all without reply, all sent with actor.Context.Send or
-// RootContext.Send inside one actor system:
+// The supervisor (package actors) speaks to the keeper through
+// actors.FleetBudget and three messages, all without reply, all sent with
+// actor.Context.Send or RootContext.Send inside one actor system:
 //
-//   - *UsageReported{Route, Held, Idle, Waiting}: supervisor -> keeper
-//     (Keeper.PID), whenever a route's demand changes: Held = connections open
-//     plus dials in flight, Idle = the idle part of Held, Waiting = callers
-//     queued for a connection. It costs the supervisor one Send (about 100 ns)
-//     and the keeper a few hundred nanoseconds; a supervisor may coalesce.
-//   - *ShareChanged{Route, Share, Budget}: keeper -> Config.Supervisor,
+//   - *actors.UsageReported{Route, Held, Idle, Waiting}: supervisor -> keeper,
+//     whenever a route's demand changes: Held = connections open plus dials
+//     in flight, Idle = the idle part of Held, Waiting = callers queued for a
+//     connection. It costs the supervisor one Send (about 100 ns) and the
+//     keeper a few hundred nanoseconds; a supervisor may coalesce.
+//   - *actors.ShareChanged{Route, Share, Budget}: keeper -> supervisor,
 //     whenever this node's share of a route changes. Every route starts at
 //     share 0. The supervisor never lets the route hold more than Share
-//     connections (dials count); when Share shrinks it closes idle connections
-//     above it and opens none until under it; it never cuts a request in
-//     flight.
-//   - *SharesRequest{}: supervisor -> keeper, when the supervisor starts or
-//     restarted: the keeper sends a ShareChanged for every share above 0.
+//     connections (dials count); when Share shrinks it closes idle
+//     connections above it and opens none until under it; it never cuts a
+//     request in flight.
+//   - *actors.SharesRequest{}: supervisor -> keeper, when the supervisor
+//     starts or restarted: the keeper sends a ShareChanged for every share
+//     above 0.
 //
 // A route's first connection waits for the first grant: a grain round trip
 // (tens of microseconds on the same member, a few hundred across members), or
@@ -47,14 +49,16 @@
 //
 // # Integration into connactor
 //
-//  1. client.FleetKind() returns Kind(). The embedding service registers it on
-//     every member: cluster.Configure(name, provider, disthash.New(),
-//     remoteCfg, cluster.WithKinds(client.FleetKind())).
-//  2. client.New, when Config.Cluster != nil and Config.FleetMaxConnsPerRoute
-//     > 0 (client/fleet.go), runs in the cluster's actor system and starts a
-//     Keeper before the supervisor, whose PID it names in advance; the
-//     supervisor gets Keeper.PID in actors.SupervisorConfig.Fleet.
-//     Config.OnRenewal feeds the connactor.fleet.renewal.duration histogram.
+//  1. The embedding service registers Kind() on every member:
+//     cluster.Configure(name, provider, disthash.New(), remoteCfg,
+//     cluster.WithKinds(fleet.Kind())), starts the member, and gives
+//     New(cluster, Options{...}) to client.Config.Fleet. A program that does
+//     not import this package links no part of protoactor's cluster.
+//  2. client.New runs in the cluster's actor system and starts a keeper
+//     (Budget.StartKeeper) before the supervisor, whose PID it names in
+//     advance; the supervisor gets the keeper's PID in
+//     actors.SupervisorConfig.Fleet. The keeper's OnRenewal feeds the
+//     connactor.fleet.renewal.duration histogram.
 //  3. The supervisor (actors/supervisor_fleet.go) sends UsageReported when a
 //     route's counts change (never per request: permits and closes are
 //     reported at once, the idle and waiting counts the routes publish are
@@ -64,10 +68,10 @@
 //     close. It sends SharesRequest when it starts and after a restart.
 //  4. RouteStats.FleetShare and FleetBudget are the supervisor's published
 //     last ShareChanged; FleetState, FleetRenewal and Stats.FleetMembers come
-//     from Keeper.Snapshot; the connactor.fleet.share gauge reads the
+//     from the keeper's Snapshot; the connactor.fleet.share gauge reads the
 //     published share.
 //  5. Close and Shutdown stop the supervisor, whose routes stop first (their
-//     sockets closed) and are reported holding nothing, then Keeper.Stop,
+//     sockets closed) and are reported holding nothing, then the keeper,
 //     which gives the shares back at once. The client never shuts the
 //     cluster down: the service does, after closing the client.
 //
@@ -91,7 +95,7 @@
 // after its first use.
 //
 // When the cluster cannot be reached, a node keeps its lease until it expires,
-// then falls back to Config.Floor (default Budget / members it sees). A node
+// then falls back to Options.Floor (default Budget / members it sees). A node
 // that dies gives its share back when its lease expires at the grain (within a
 // lease); one that stops with Keeper.Stop gives it back at once.
 //

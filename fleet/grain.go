@@ -39,8 +39,6 @@ type KindConfig struct {
 // to the cluster's kinds on every member:
 //
 //	cluster.Configure(name, provider, disthash.New(), remoteCfg, cluster.WithKinds(fleet.Kind()))
-//
-// client.FleetKind returns it.
 func Kind() *cluster.Kind { return NewKind(KindConfig{}) }
 
 // NewKind returns the budget grain's kind with cfg (zero fields take their

@@ -12,6 +12,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/connactor/connactor/actors"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -105,31 +107,31 @@ func (g *localGrains) releaseCalls() {
 	g.mu.Unlock()
 }
 
-// supervisorLog is a fake supervisor: it records the ShareChanged it gets.
+// supervisorLog is a fake supervisor: it records the actors.ShareChanged it gets.
 type supervisorLog struct {
 	pid *actor.PID
-	ch  chan *ShareChanged
+	ch  chan *actors.ShareChanged
 }
 
 func newSupervisorLog(sys *actor.ActorSystem) *supervisorLog {
-	s := &supervisorLog{ch: make(chan *ShareChanged, 1000)}
+	s := &supervisorLog{ch: make(chan *actors.ShareChanged, 1000)}
 	s.pid = sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(*ShareChanged); ok {
+		if m, ok := ctx.Message().(*actors.ShareChanged); ok {
 			s.ch <- m
 		}
 	}))
 	return s
 }
 
-// next waits for the next ShareChanged; the deadline only guards against a
+// next waits for the next actors.ShareChanged; the deadline only guards against a
 // hung test.
-func (s *supervisorLog) next(t *testing.T) *ShareChanged {
+func (s *supervisorLog) next(t *testing.T) *actors.ShareChanged {
 	t.Helper()
 	select {
 	case m := <-s.ch:
 		return m
 	case <-time.After(20 * time.Second):
-		t.Fatal("no ShareChanged")
+		t.Fatal("no actors.ShareChanged")
 		return nil
 	}
 }
@@ -150,7 +152,7 @@ type testKeeper struct {
 	renewals chan Renewal
 }
 
-func startTestKeeper(t *testing.T, sys *actor.ActorSystem, g *localGrains, clock *fakeClock, cfg Config) *testKeeper {
+func startTestKeeper(t *testing.T, sys *actor.ActorSystem, g *localGrains, clock *fakeClock, cfg keeperConfig) *testKeeper {
 	t.Helper()
 	sup := newSupervisorLog(sys)
 	cfg.Supervisor = sup.pid
@@ -167,7 +169,7 @@ func startTestKeeper(t *testing.T, sys *actor.ActorSystem, g *localGrains, clock
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	k, err := New(cfg)
+	k, err := startKeeper(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func startTestKeeper(t *testing.T, sys *actor.ActorSystem, g *localGrains, clock
 }
 
 func (k *testKeeper) usage(route string, held, idle, waiting int) {
-	k.sys.Root.Send(k.pid, &UsageReported{Route: route, Held: held, Idle: idle, Waiting: waiting})
+	k.sys.Root.Send(k.pid, &actors.UsageReported{Route: route, Held: held, Idle: idle, Waiting: waiting})
 }
 
 func (k *testKeeper) tick() { k.sys.Root.Send(k.pid, tick{}) }

@@ -16,14 +16,14 @@ import (
 )
 
 // Config configures a Keeper. Zero values take the documented defaults.
-type Config struct {
+type keeperConfig struct {
 	// Cluster is the embedding service's cluster, started as a member with
 	// Kind() among its kinds and disthash as its identity lookup. Required.
 	Cluster *cluster.Cluster
 	// Budget is the most connections per route the whole fleet may hold
-	// (client.Config.FleetMaxConnsPerRoute). Required, > 0.
+	// (Options.MaxConnsPerRoute). Required, > 0.
 	Budget int
-	// Supervisor receives a ShareChanged whenever a route's share changes.
+	// Supervisor receives an actors.ShareChanged whenever a route's share changes.
 	// Required; it must live in Cluster's actor system.
 	Supervisor *actor.PID
 	// Floor is a route's share when its lease has expired and its grain cannot
@@ -109,8 +109,8 @@ func (g clusterGranter) call(route string, req *structpb.Struct, timeout time.Du
 
 // New validates cfg, fills its defaults and starts a keeper in the cluster's
 // actor system. It does not block on the cluster: the keeper asks for shares
-// when the first UsageReported arrives.
-func New(cfg Config) (*Keeper, error) {
+// when the first actors.UsageReported arrives.
+func startKeeper(cfg keeperConfig) (*Keeper, error) {
 	switch {
 	case cfg.Cluster == nil && cfg.system == nil:
 		return nil, fmt.Errorf("%w: no Cluster", ErrInvalidConfig)
@@ -142,11 +142,11 @@ func New(cfg Config) (*Keeper, error) {
 	if cfg.system == nil {
 		cfg.system = cfg.Cluster.ActorSystem
 	}
-	return start(cfg), nil
+	return spawnKeeper(cfg), nil
 }
 
 // start spawns the keeper in cfg.system.
-func start(cfg Config) *Keeper {
+func spawnKeeper(cfg keeperConfig) *Keeper {
 	sys := cfg.system
 	k := &Keeper{sys: sys, stopTick: make(chan struct{}), done: make(chan struct{})}
 	a := &keeperActor{
@@ -224,7 +224,7 @@ func withKind(members []*cluster.Member) int {
 	return n
 }
 
-// PID is the keeper actor's PID: the supervisor sends UsageReported to it.
+// PID is the keeper actor's PID: the supervisor sends actors.UsageReported to it.
 func (k *Keeper) PID() *actor.PID { return k.pid }
 
 // Snapshot returns the keeper's state, taken by message so that it is
@@ -250,7 +250,7 @@ func (k *Keeper) Snapshot(ctx context.Context) (Snapshot, error) {
 // returns at once rather than when the leases expire), stops the keeper and
 // waits for its goroutines. Call it after the node's connections are closed:
 // the shares it gives back are free for other nodes at once. The supervisor
-// gets no ShareChanged after Stop has begun, and the keeper starts no grain
+// gets no actors.ShareChanged after Stop has begun, and the keeper starts no grain
 // call but the release calls. It blocks until everything has ended or ctx
 // ends. When ctx ends before the keeper got to the release, the release is
 // skipped and the shares expire with their leases, as after a crash; when

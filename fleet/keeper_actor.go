@@ -8,13 +8,15 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/connactor/connactor/actors"
 )
 
 // keeperActor is the Keeper's actor. All its fields are touched only inside
 // Receive, but for k's and cfg's read-only parts.
 type keeperActor struct {
 	k       *Keeper
-	cfg     Config
+	cfg     keeperConfig
 	p       params
 	routes  map[string]*routeShare
 	members int
@@ -27,7 +29,7 @@ type keeperActor struct {
 // Receive handles the keeper's messages (messages.go; RenewNow from grains).
 func (a *keeperActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *UsageReported:
+	case *actors.UsageReported:
 		a.onUsage(ctx, m)
 	case tick:
 		a.onTick(ctx)
@@ -37,7 +39,7 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		a.onStruct(ctx, m)
 	case *membersSeen:
 		a.onMembersSeen(ctx, m)
-	case *SharesRequest:
+	case *actors.SharesRequest:
 		a.onSharesRequest(ctx)
 	case *snapshotRequest:
 		m.reply <- a.snapshot()
@@ -51,7 +53,7 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *keeperActor) onUsage(ctx actor.Context, m *UsageReported) {
+func (a *keeperActor) onUsage(ctx actor.Context, m *actors.UsageReported) {
 	if a.releasing || m.Route == "" {
 		return
 	}
@@ -97,7 +99,7 @@ func (a *keeperActor) onSharesRequest(ctx actor.Context) {
 	}
 	for _, r := range a.routes {
 		if r.told != 0 {
-			ctx.Send(a.cfg.Supervisor, &ShareChanged{Route: r.route, Share: r.told, Budget: a.budgetOf(r)})
+			ctx.Send(a.cfg.Supervisor, &actors.ShareChanged{Route: r.route, Share: r.told, Budget: a.budgetOf(r)})
 		}
 	}
 }
@@ -157,7 +159,7 @@ func (a *keeperActor) step(ctx actor.Context, r *routeShare, now time.Time) {
 	share, _ := r.share(now, a.floor())
 	if share != r.told {
 		r.told = share
-		ctx.Send(a.cfg.Supervisor, &ShareChanged{Route: r.route, Share: share, Budget: a.budgetOf(r)})
+		ctx.Send(a.cfg.Supervisor, &actors.ShareChanged{Route: r.route, Share: share, Budget: a.budgetOf(r)})
 	}
 	if r.told == 0 && r.forgettable(now, &a.p) {
 		delete(a.routes, r.route)

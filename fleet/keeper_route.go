@@ -19,7 +19,7 @@ type params struct {
 type routeShare struct {
 	route string
 
-	// Demand, from the last UsageReported.
+	// Demand, from the last actors.UsageReported.
 	held, idle, waiting int
 	lastUsed            time.Time
 	// peak is the highest want seen since the latest call began: a call
@@ -54,7 +54,7 @@ type routeShare struct {
 	lastTook          time.Duration
 	renewed, failures int
 
-	// What the supervisor was last told (ShareChanged); 0 before anything.
+	// What the supervisor was last told (actors.ShareChanged); 0 before anything.
 	told int
 	// released: the keeper is stopping and gives the share back; the route
 	// wants and has nothing from now on.
@@ -65,7 +65,7 @@ func newRouteShare(route string, now time.Time) *routeShare {
 	return &routeShare{route: route, lastUsed: now, lease: DefaultLease}
 }
 
-// usage records a UsageReported.
+// usage records a actors.UsageReported.
 func (r *routeShare) usage(now time.Time, held, idle, waiting int) {
 	r.held, r.idle, r.waiting = max(held, 0), min(max(idle, 0), max(held, 0)), max(waiting, 0)
 	if r.held-r.idle+r.waiting > 0 {

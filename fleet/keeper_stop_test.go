@@ -14,7 +14,7 @@ import (
 func TestKeeperStartsNoCallOnceItGivesItsSharesBack(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
 	leased(t, k, clock)
 
 	g.cut.Store(true) // the release call fails, which would make a retry due
@@ -50,7 +50,7 @@ func TestKeeperStartsNoCallAfterStopReturned(t *testing.T) {
 	entered, gate := make(chan struct{}), make(chan struct{})
 	// OnRenewal runs inside the keeper's Receive: holding it stands for a
 	// keeper whose mailbox is behind (a starved CPU) when Stop's context ends.
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10, OnRenewal: func(Renewal) {
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10, OnRenewal: func(Renewal) {
 		if hold.CompareAndSwap(true, false) {
 			close(entered)
 			<-gate

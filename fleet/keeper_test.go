@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/actors"
 )
 
 const route = "http://10.0.0.1:8080"
@@ -18,7 +20,7 @@ func newGrains(t *testing.T, clock *fakeClock) *localGrains {
 func TestKeeperGetsItsShareOnceTheNewGrainLeavesSafeMode(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
 
 	k.usage(route, 0, 0, 5)
 	if r := k.renewal(t); r.Err != nil || !r.Safe || r.Grant != 0 {
@@ -30,7 +32,7 @@ func TestKeeperGetsItsShareOnceTheNewGrainLeavesSafeMode(t *testing.T) {
 	if r := k.renewal(t); r.Err != nil || r.Safe || r.Grant != 6 {
 		t.Fatalf("after safe mode: %+v, want 6 (5 waiting and a block of headroom)", r)
 	}
-	if m := k.sup.next(t); *m != (ShareChanged{Route: route, Share: 6, Budget: 10}) {
+	if m := k.sup.next(t); *m != (actors.ShareChanged{Route: route, Share: 6, Budget: 10}) {
 		t.Fatalf("supervisor got %+v", m)
 	}
 }
@@ -53,7 +55,7 @@ func leased(t *testing.T, k *testKeeper, clock *fakeClock) {
 func TestKeeperKeepsItsLeaseThenFallsToTheFloorWhenTheGrainCannotBeReached(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10, Floor: 2})
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10, Floor: 2})
 	leased(t, k, clock)
 	leaseEnds := clock.now().Add(testLease - testLease/10) // the call was sent at the current fake time
 
@@ -100,7 +102,7 @@ func TestKeeperKeepsItsLeaseThenFallsToTheFloorWhenTheGrainCannotBeReached(t *te
 func TestKeeperDefaultFloorIsTheBudgetDividedByTheMembers(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
 	k.sys.Root.Send(k.pid, &membersSeen{n: 3})
 	if s := k.snapshot(t); s.Floor != 3 || s.Members != 3 {
 		t.Fatalf("snapshot %+v, want floor 10/3", s)
@@ -115,7 +117,7 @@ func TestKeeperDefaultFloorIsTheBudgetDividedByTheMembers(t *testing.T) {
 func TestKeeperAbandonsAGrainCallPastItsDeadline(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10, CallTimeout: time.Second})
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10, CallTimeout: time.Second})
 	g.hangCalls()
 	k.usage(route, 0, 0, 5)
 	k.snapshot(t) // the call has started
@@ -149,8 +151,8 @@ func TestKeeperAbandonsAGrainCallPastItsDeadline(t *testing.T) {
 func TestKeeperStopGivesItsShareBackAtOnce(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	a := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
-	b := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
+	a := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
+	b := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
 	a.usage(route, 0, 0, 50)
 	a.renewal(t)
 	clock.advance(testLease)
@@ -184,8 +186,8 @@ func TestKeeperStopGivesItsShareBackAtOnce(t *testing.T) {
 func TestKeeperConvergesToFairSharesBetweenBusyNodes(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	a := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
-	b := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
+	a := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
+	b := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
 	// Each fake supervisor holds what its share allows of a demand of 50.
 	held := map[*testKeeper]int{}
 	apply := func(k *testKeeper) {
@@ -246,18 +248,18 @@ func drain[T any](ch chan T) {
 	}
 }
 
-// A supervisor that restarted has lost what it was told: SharesRequest makes
+// A supervisor that restarted has lost what it was told: actors.SharesRequest makes
 // the keeper tell it every share again.
 func TestKeeperTellsEveryShareAgainWhenTheSupervisorAsks(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	g := newGrains(t, clock)
-	k := startTestKeeper(t, g.sys, g, clock, Config{Budget: 10})
-	k.sys.Root.Send(k.pid, &SharesRequest{})
+	k := startTestKeeper(t, g.sys, g, clock, keeperConfig{Budget: 10})
+	k.sys.Root.Send(k.pid, &actors.SharesRequest{})
 	k.snapshot(t)
 	k.sup.none(t) // no route yet: nothing to tell
 	leased(t, k, clock)
-	k.sys.Root.Send(k.pid, &SharesRequest{})
-	if m := k.sup.next(t); *m != (ShareChanged{Route: route, Share: 6, Budget: 10}) {
+	k.sys.Root.Send(k.pid, &actors.SharesRequest{})
+	if m := k.sup.next(t); *m != (actors.ShareChanged{Route: route, Share: 6, Budget: 10}) {
 		t.Fatalf("supervisor got %+v", m)
 	}
 }

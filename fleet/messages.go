@@ -5,41 +5,6 @@ import (
 	"time"
 )
 
-// UsageReported is sent by the node's connection supervisor to the keeper
-// (Keeper.PID) whenever the demand on a route changes. No reply. The keeper
-// asks the route's budget grain for a share in the background; the request
-// path never waits for it.
-//
-// Held counts what the fleet budget limits: connections open plus dials in
-// flight. Idle is the part of Held that sits idle in the pool: it counts
-// against the budget but not as demand, so a node whose connections idle gives
-// its share back. Waiting counts callers queued for a connection of the route.
-type UsageReported struct {
-	Route   string // route.Key.String(), the budget grain's identity
-	Held    int
-	Idle    int
-	Waiting int
-}
-
-// ShareChanged is sent by the keeper to Config.Supervisor whenever this node's
-// share of a route changes (it starts at 0 for every route). No reply. From
-// then on the supervisor lets the route hold at most Share connections (dials
-// included); when Share shrinks it closes idle connections above it and opens
-// none until it is back under, and it never cuts a request in flight. Budget is
-// the fleet-wide budget the share is part of.
-type ShareChanged struct {
-	Route  string
-	Share  int
-	Budget int
-}
-
-// SharesRequest is sent by the supervisor to the keeper (Keeper.PID) when it
-// starts, and again after it restarted (a restarted supervisor has lost the
-// shares it was told). The keeper answers by sending a ShareChanged to
-// Config.Supervisor for every route whose share is not 0, as if each had just
-// changed; routes at 0 need no message, since every route starts there.
-type SharesRequest struct{}
-
 // Renewal is one grain call's outcome, given to Config.OnRenewal.
 type Renewal struct {
 	Route string

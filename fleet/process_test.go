@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 

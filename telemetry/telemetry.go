@@ -51,7 +51,7 @@ const (
 	MetricLeaseRejected  = "connactor.lease.rejected"           // counter by connactor.lease.reject_reason (queue_full, route_unavailable)
 	MetricRouteFailFast  = "connactor.route.fail_fast"          // gauge: 1 while a route fails fast (its dials keep failing)
 	MetricRouteIdleLearn = "connactor.route.learned_idle"       // gauge, s: the server's idle timeout a route learned (0 = none)
-	MetricFleetShare     = "connactor.fleet.share"              // gauge: this node's share of a route's fleet-wide budget (Config.FleetMaxConnsPerRoute)
+	MetricFleetShare     = "connactor.fleet.share"              // gauge: this node's share of a route's fleet-wide budget (Config.Fleet)
 	MetricFleetRenewal   = "connactor.fleet.renewal.duration"   // histogram, s: one budget grain call (ask, renew or give back), by error.type when it failed
 )
 

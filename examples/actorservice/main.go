@@ -15,7 +15,7 @@
 //	go run ./examples/actorservice -join 127.0.0.1:PORT/CLUSTER
 //
 // does the same as a member of a protoactor cluster (etcd provider, disthash)
-// with a fleet budget on the client (Config.Cluster, FleetMaxConnsPerRoute):
+// with a fleet budget on the client (Config.Fleet, a fleet.Budget):
 // examples/fleet prints the flag's value while it runs. The shutdown order is
 // then: actors, client, cluster.
 package main
@@ -36,6 +36,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/fleet"
 )
 
 type options struct {
@@ -77,8 +78,13 @@ func startService(o options) (*service, error) {
 			return nil, err
 		}
 		s.cluster = c
-		cfg.System = nil // taken from the cluster, which owns sys
-		cfg.Cluster, cfg.FleetMaxConnsPerRoute = c, o.budget
+		budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: o.budget})
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		cfg.System = nil // taken from the budget: the cluster's, which owns sys
+		cfg.Fleet = budget
 	}
 	c, err := client.New(cfg)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 

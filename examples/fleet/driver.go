@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/fleet"
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // lateClose is how late the upstream may see a close: a node that closes a

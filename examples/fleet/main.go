@@ -1,6 +1,6 @@
 // Command fleet shows fleet-wide connection budgets: three nodes of a
 // protoactor cluster, each with its own connactor client, share one budget
-// per upstream (client.Config.FleetMaxConnsPerRoute), so that together they
+// per upstream (client.Config.Fleet, a fleet.Budget), so that together they
 // never open more than it.
 //
 //	go run ./examples/fleet
@@ -8,7 +8,7 @@
 // It starts etcd (Debian's etcd-server, /usr/bin/etcd) on 127.0.0.1 as the
 // cluster's member provider, a local upstream that counts connections from its
 // side, and three member processes (this program again): each runs a cluster
-// member with client.FleetKind() among its kinds and a connactor client on
+// member with fleet.Kind() among its kinds and a connactor client on
 // that cluster, whose callers keep asking the upstream. Halfway it kills the
 // member that hosts the budget grain with SIGKILL. It prints, every second,
 // each node's share and connections, the connections the upstream sees
@@ -28,7 +28,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // memberEnv marks a process started by this program as a member.

@@ -25,7 +25,7 @@ type MemberConfig struct {
 	Cluster  string        // the cluster's name
 	Etcd     []string      // etcd client endpoints, host:port
 	Budget   int           // the fleet budget per route
-	Floor    int           // fleet.Config.Floor
+	Floor    int           // fleet.Options.Floor
 	Upstream string        // the upstream's host:port
 	Callers  int           // the client's callers once loaded
 	Report   time.Duration // between two status events (default 250 ms)
@@ -63,7 +63,7 @@ type Event struct {
 
 // RunMember runs one member of a fleet: a protoactor cluster member (etcd
 // provider, disthash) with the budget grain's kind, and a connactor client
-// with a fleet budget (client.Config.Cluster) whose callers, once loaded, keep
+// with a fleet budget (client.Config.Fleet) whose callers, once loaded, keep
 // asking the upstream. It writes Events to out, one JSON object a line:
 // "ready" once the member has started, "activated" when a budget grain
 // activates here, "status" every Report, "stopped" at the end. It reads
@@ -88,7 +88,7 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	}
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
-	// client.FleetKind() with a hook that says where grains activate.
+	// fleet.Kind() with a hook that says where grains activate.
 	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(route string) { emit(Event{Event: "activated", Route: route}) }})
 	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, etcdprovider.New(EtcdRoot, cfg.Etcd), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind)))
@@ -96,14 +96,17 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 
 	renewals := NewRenewals()
 	defer renewals.MeterProvider.Shutdown(context.Background())
+	budget, err := fleet.New(cl, fleet.Options{MaxConnsPerRoute: cfg.Budget, Floor: cfg.Floor})
+	if err != nil {
+		cl.Shutdown(true)
+		return err
+	}
 	c, err := client.New(client.Config{
-		Cluster:               cl,
-		FleetMaxConnsPerRoute: cfg.Budget,
-		FleetFloor:            cfg.Floor,
-		MaxConnsPerRoute:      cfg.Budget, // the fleet budget is the limit that matters here
-		MaxConnsTotal:         max(cfg.Budget, client.DefaultMaxConnsTotal),
-		MeterProvider:         renewals.MeterProvider,
-		Logger:                cfg.Logger,
+		Fleet:            budget,
+		MaxConnsPerRoute: cfg.Budget, // the fleet budget is the limit that matters here
+		MaxConnsTotal:    max(cfg.Budget, client.DefaultMaxConnsTotal),
+		MeterProvider:    renewals.MeterProvider,
+		Logger:           cfg.Logger,
 	})
 	if err != nil {
 		cl.Shutdown(true)
