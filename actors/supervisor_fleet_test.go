@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/internal/wait"
 )
 
 // fleetHarness is a supervisor with fake routes and a fake keeper that
@@ -167,4 +169,47 @@ func TestSupervisorReportsPublishedChangesOnItsFleetTick(t *testing.T) {
 		f.expectUsage("a", 0, 0, 0)
 		f.noUsage()
 	})
+}
+
+// A route whose callers gave up while it waited for its fleet share wants
+// nothing any more: the permits it had asked for leave the supervisor's
+// queue, and the keeper hears that nobody waits, so that it gives the share
+// it asked for back to the other nodes instead of asking again for ever.
+func TestRouteWhoseCallersLeftWithdrawsItsPermitsAndWaitsForNothing(t *testing.T) {
+	usage := make(chan UsageReported, 256)
+	p := newPool(t, 4, 8, func(cfg *SupervisorConfig) {
+		cfg.FleetInterval = 5 * time.Millisecond
+		cfg.Fleet = actor.NewPID("nonhost", "fleet-test-keeper") // spawned below, once the system exists
+	})
+	if _, err := p.sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*UsageReported); ok {
+			usage <- *m
+		}
+	}), "fleet-test-keeper"); err != nil {
+		t.Fatal(err)
+	}
+	h := p.route("a")
+	ts := []*wait.Ticket[Lease]{p.ask(h), p.ask(h)}
+	waitUsage := func(what string, cond func(UsageReported) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case u := <-usage:
+				if u.Route == "http://a:80" && cond(u) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the keeper never heard %s", what)
+			}
+		}
+	}
+	// Share 0: both wait for the fleet, with their permits queued.
+	waitUsage("two callers waiting", func(u UsageReported) bool { return u.Waiting == 2 })
+	for _, tk := range ts {
+		tk.Cancel()
+		p.sys.Root.Send(h.PID, &LeaseCancelled{Ticket: tk})
+	}
+	waitUsage("that nobody waits", func(u UsageReported) bool { return u.Waiting == 0 && u.Held == 0 })
+	eventually(t, "the permits out of the queue", func() bool { return p.supStats().PermitWaiters == 0 })
 }
