@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/internal/wait"
+	"github.com/connactor/connactor/route"
 )
 
 // fleetHarness is a supervisor with fake routes and a fake keeper that
@@ -40,6 +41,18 @@ func newFleetHarness(t *testing.T, maxTotal int, interval time.Duration) *fleetH
 		t.Fatal("the supervisor did not ask the keeper for the shares when it started")
 	}
 	return f
+}
+
+// published returns what the supervisor publishes of route name's fleet
+// share (a second RouteRequest answers the same handle).
+func (f *fleetHarness) published(name string) *fleetPublished {
+	tk := &wait.Ticket[*routeHandle]{}
+	f.sys.Root.Send(f.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: tk})
+	rh, err := result(f.t, tk)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rh.Fleet
 }
 
 func (f *fleetHarness) share(name string, share int) {
@@ -80,15 +93,25 @@ func TestSupervisorGrantsARoutePermitsOnlyUpToItsFleetShare(t *testing.T) {
 		f.sys.Root.Send(a, &askPermit{})
 		f.expectUsage("a", 0, 0, 2)
 		f.nothing()
+		pub := f.published("a")
+		if !pub.WaitsForShare.Load() {
+			t.Error("the route waits for its share, but the supervisor does not publish it")
+		}
 
 		f.share("a", 1)
 		f.expect("a granted")
 		f.expectUsage("a", 1, 0, 1)
 		f.nothing()
+		if !pub.WaitsForShare.Load() {
+			t.Error("the route holds its share of 1 and still waits, but the supervisor does not publish it")
+		}
 
 		f.share("a", 3)
 		f.expect("a granted")
 		f.expectUsage("a", 2, 0, 0)
+		if pub.WaitsForShare.Load() {
+			t.Error("nothing waits any more, but the supervisor publishes a wait for the share")
+		}
 		f.sys.Root.Send(a, &closeOne{})
 		f.expectUsage("a", 1, 0, 0)
 		f.noUsage()
