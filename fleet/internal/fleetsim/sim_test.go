@@ -1,0 +1,52 @@
+package fleetsim
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connactor/connactor/fleet/internal/protocol"
+)
+
+// The full timeline at ten members, a few seeds: the budget is never
+// exceeded, and the fleet converges within three leases after every change
+// but the etcd outage (during which it falls to its floors, then nothing).
+func TestSimulatedFleetHoldsTheBudgetAndConverges(t *testing.T) {
+	seeds := 4
+	if testing.Short() {
+		seeds = 1
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := New(Config{Seed: seed, Members: 10, Routes: 100}.Timeline()).Run()
+			if r.MaxOver != 0 {
+				t.Errorf("the budget was exceeded by up to %d, %d times, first at %v", r.MaxOver, r.OverEvents, r.FirstOver)
+			}
+			for _, c := range r.Changes {
+				if strings.HasPrefix(c.What, "etcd down") {
+					continue
+				}
+				if !c.Settled || c.Converge > 3*protocol.DefaultLease {
+					t.Errorf("%v %s: converged after %v (settled %v), want within three leases", c.At, c.What, c.Converge, c.Settled)
+				}
+			}
+			if r.Jain < 0.9 {
+				t.Errorf("Jain's index %.3f, want at least 0.9", r.Jain)
+			}
+			t.Logf("util %.3f, Jain %.3f (lowest %.3f), %.1f messages per member a second", r.Util, r.Jain, r.JainMin, r.MsgsPerMember)
+		})
+	}
+}
+
+// A run is a function of its seed: the same seed gives the same figures
+// (but the hosts' CPU time, read from the machine's clock).
+func TestSimulationIsDeterministic(t *testing.T) {
+	cfg := Config{Seed: 42, Members: 10, Routes: 100, Duration: 100 * time.Second}.Timeline()
+	a, b := New(cfg).Run(), New(cfg).Run()
+	a.CPUPerRequest, b.CPUPerRequest = 0, 0
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("two runs of seed 42 differ:\n%+v\n%+v", a, b)
+	}
+}

@@ -1,0 +1,603 @@
+package protocol
+
+import (
+	"container/heap"
+	"slices"
+	"sort"
+	"time"
+)
+
+// HostConfig configures a Host. Zero values take the defaults.
+type HostConfig struct {
+	ID     HostID
+	Lease  time.Duration // how long a grant holds (default DefaultLease)
+	Shards int           // default DefaultShards; every member must use the same
+	// Turn is how long a holder keeps a unit above the fair level while
+	// others wait (default Lease/3).
+	Turn time.Duration
+	// Settle is how long a host must have been registered before shards are
+	// handed to it (default Lease): a member that flaps moves nothing.
+	Settle time.Duration
+}
+
+// DefaultLease is how long a grant holds: nodes renew every third of it, a
+// dead node's grant returns within about one lease, and a shard that moves
+// without its ledgers stays in safe mode for one lease.
+const DefaultLease = 3 * time.Second
+
+func (c *HostConfig) fill() {
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Shards <= 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Turn <= 0 {
+		c.Turn = c.Lease / 3
+	}
+	if c.Settle <= 0 {
+		c.Settle = c.Lease
+	}
+}
+
+// HostSink is what a Host asks of its surroundings: messages to nodes and
+// hosts, and changes of ownership in the coordinator. Each call must return
+// at once; results come back as calls of the Host's methods.
+type HostSink interface {
+	Nudge(to NodeID, n Nudge)
+	// Acquire asks the coordinator for shard's ownership: Acquired or
+	// AcquireFailed follows.
+	Acquire(shard int)
+	// Transfer asks the coordinator to move the shards (owned at epochs) to
+	// host to, atomically with the shards' epochs: Transferred or
+	// TransferFailed follows.
+	Transfer(shards []int, epochs []uint64, to HostInfo)
+	SendHandoff(to HostID, h Handoff)
+	SendHandoffAck(to HostID, a HandoffAck)
+}
+
+// Host is a ledger host: the shards it owns and their ledgers. It is a plain
+// value, driven by one goroutine (the host actor, or the simulation) and
+// given the time with every call.
+//
+// Ownership is fenced by the coordinator (etcd): a shard's owner holds its
+// key, bound to the owner's session, and takes it by compare-and-swap, so no
+// two hosts own a shard at once whatever their views of the membership. An
+// owner grants only while it can confirm its session (its grants end before
+// the session could have expired), so that a host cut off from etcd stops
+// granting before another can take its shards over.
+type Host struct {
+	cfg  HostConfig
+	sink HostSink
+
+	reg      *Registry
+	regSince map[HostID]time.Time // when each registered host was first seen
+	// confirmedUntil: the host's session lives at least until then (the
+	// coordinator's last confirmation).
+	confirmedUntil time.Time
+	leaving        bool
+
+	shards   map[int]*shard
+	sorder   set[int] // the shards' ids, in a deterministic order
+	sessions map[NodeID]*nodeSession
+	hints    map[int]HostID // owners learned when an acquisition failed, or a shard moved away
+	expiry   expiryHeap
+	outgoing map[int]*outgoing // handoffs sent, until acknowledged
+	lastMove time.Time
+
+	// Requests counts the entries handled (for the simulation's figures).
+	Requests uint64
+}
+
+type shardState uint8
+
+const (
+	acquiring shardState = iota
+	owned
+	moving // a Transfer is under way
+)
+
+type shard struct {
+	id      int
+	state   shardState
+	epoch   uint64
+	ledgers map[string]*Ledger
+	// safeUntil: the ledgers may not know every lease a previous owner
+	// granted; until then no node gets more than it has or its floor.
+	safeUntil time.Time
+	// awaiting: ownership came by a transfer whose handoff has not arrived;
+	// safe until it does, or its sender leaves the registry.
+	awaiting HostID
+	asked    set[NodeID] // nodes told StatusMoving, nudged once owned
+}
+
+type nodeSession struct {
+	lastSeq uint64
+}
+
+type outgoing struct {
+	to     HostInfo
+	h      Handoff
+	nextAt time.Time
+}
+
+// NewHost returns a host that owns nothing.
+func NewHost(cfg HostConfig, sink HostSink) *Host {
+	cfg.fill()
+	return &Host{cfg: cfg, sink: sink, regSince: map[HostID]time.Time{}, shards: map[int]*shard{},
+		sessions: map[NodeID]*nodeSession{}, hints: map[int]HostID{}, outgoing: map[int]*outgoing{}}
+}
+
+// Config returns the host's configuration with its defaults filled in.
+func (h *Host) Config() HostConfig { return h.cfg }
+
+// Confirmed records that the host's session lives at least until until.
+func (h *Host) Confirmed(until time.Time) {
+	if until.After(h.confirmedUntil) {
+		h.confirmedUntil = until
+	}
+}
+
+// SessionLost records that the host's session expired: every key bound to it
+// is gone, so it owns nothing any more (a new session starts over).
+func (h *Host) SessionLost(now time.Time) {
+	h.confirmedUntil = time.Time{}
+	for _, id := range slices.Clone(h.sorder.items) {
+		h.dropShard(id)
+	}
+	clear(h.outgoing)
+}
+
+func (h *Host) fenced(now time.Time) bool {
+	return !now.Before(h.confirmedUntil.Add(-h.cfg.Lease / 10))
+}
+
+// SetRegistry takes a new version of the registry: nodes that left are
+// forgotten by every ledger, hosts that left lose their hints, and shards
+// whose place changed may move (Tick).
+func (h *Host) SetRegistry(reg *Registry, now time.Time) {
+	old := h.reg
+	h.reg = reg
+	if reg.prev == old && old != nil {
+		for _, id := range reg.addedHosts {
+			h.regSince[id] = now
+		}
+	} else {
+		seen := make(map[HostID]time.Time, reg.Hosts())
+		for _, ho := range reg.hosts {
+			if t, ok := h.regSince[ho.ID]; ok {
+				seen[ho.ID] = t
+			} else {
+				seen[ho.ID] = now
+			}
+		}
+		h.regSince = seen
+	}
+	for s, owner := range h.hints {
+		if _, ok := reg.Host(owner); !ok {
+			delete(h.hints, s)
+		}
+	}
+	for _, sh := range h.shards {
+		if sh.awaiting != "" {
+			if _, ok := reg.Host(sh.awaiting); !ok {
+				// The sender of the missing handoff is gone: its grants
+				// lapse within a lease of its end.
+				sh.awaiting = ""
+				sh.safeUntil = now.Add(h.cfg.Lease)
+			}
+		}
+	}
+	if old == nil {
+		return
+	}
+	gone, ok := reg.NodesRemovedSince(old)
+	if !ok {
+		for node := range h.sessions {
+			if old.HasNode(node) && !reg.HasNode(node) {
+				gone = append(gone, node)
+			}
+		}
+		slices.Sort(gone)
+	}
+	for _, node := range gone {
+		h.forgetNode(node, now)
+	}
+}
+
+// forgetNode drops a node that left the registry from every ledger. It
+// looks at every ledger the host owns: nodes leave rarely, and a renewal
+// then costs no bookkeeping of which routes each node is in.
+func (h *Host) forgetNode(node NodeID, now time.Time) {
+	delete(h.sessions, node)
+	for _, s := range h.sorder.items {
+		sh := h.shards[s]
+		routes := make([]string, 0, len(sh.ledgers))
+		for route, l := range sh.ledgers {
+			if l.holders[node] != nil {
+				routes = append(routes, route)
+			}
+		}
+		slices.Sort(routes)
+		for _, route := range routes {
+			l := sh.ledgers[route]
+			h.nudge(l.forget(node, now, h.retry()))
+			if l.empty() {
+				delete(sh.ledgers, route)
+			}
+		}
+	}
+}
+
+func (h *Host) retry() time.Duration { return h.cfg.Lease / 8 }
+
+// HandleRenew answers a node's renewal at now.
+func (h *Host) HandleRenew(r Renew, now time.Time) RenewReply {
+	sess := h.sessions[r.Node]
+	if sess == nil {
+		sess = &nodeSession{}
+		h.sessions[r.Node] = sess
+	}
+	reply := RenewReply{Host: h.cfg.ID, Seq: r.Seq}
+	if r.Seq <= sess.lastSeq {
+		reply.Stale = true
+		return reply
+	}
+	sess.lastSeq = r.Seq
+	lease := min(h.cfg.Lease, h.confirmedUntil.Sub(now))
+	fenced := h.fenced(now)
+	reply.Lease = max(lease, 0)
+	if fenced {
+		reply.Vouch = max(h.confirmedUntil.Add(h.cfg.Lease-h.cfg.Lease/10).Sub(now), 0)
+	}
+	floor := h.floor(r.Budget, r.FloorCap)
+	reply.Grants = make([]Grant, len(r.Entries))
+	for i, e := range r.Entries {
+		h.Requests++
+		s := ShardOf(e.Route, h.cfg.Shards)
+		sh := h.shards[s]
+		switch {
+		case sh == nil:
+			reply.Grants[i] = h.notOwned(s, r.Node, now)
+		case sh.state != owned:
+			sh.asked.add(r.Node)
+			reply.Grants[i] = Grant{Status: StatusMoving, Epoch: sh.epoch, RetryAfter: h.cfg.Lease / 30}
+		case fenced:
+			reply.Grants[i] = Grant{Status: StatusFenced, Epoch: sh.epoch, Floor: floor}
+		default:
+			l := sh.ledgers[e.Route]
+			if l == nil {
+				l = NewLedger(e.Route)
+				sh.ledgers[e.Route] = l
+			}
+			safe := now.Before(sh.safeUntil) || sh.awaiting != ""
+			g, nudge := l.apply(r.Node, r.Budget, e, applyCtx{now: now, lease: lease, turn: h.cfg.Turn, safe: safe,
+				floor: floor, retry: h.retry()})
+			g.Epoch = sh.epoch
+			if safe && g.RetryAfter > 0 && sh.awaiting == "" {
+				g.RetryAfter = max(g.RetryAfter, sh.safeUntil.Sub(now))
+			}
+			reply.Grants[i] = g
+			h.nudge(nudge)
+			if ho := l.holders[r.Node]; ho != nil {
+				heap.Push(&h.expiry, expiryItem{at: now.Add(lease), h: ho, l: l, sh: sh})
+				if l.waiting.Len()+l.reserved.Len() > 0 {
+					reply.Eager = true
+				}
+			}
+			if l.empty() {
+				delete(sh.ledgers, e.Route)
+			}
+		}
+	}
+	if r.Release {
+		// The node's last renewal: a later one would be from a new node.
+		delete(h.sessions, r.Node)
+	}
+	return reply
+}
+
+// floor is what a node may use once its lease lapses: Budget divided by the
+// registered nodes, or the node's configured floor, or nothing.
+func (h *Host) floor(budget, floorCap int) int {
+	switch {
+	case floorCap > 0:
+		return min(floorCap, budget)
+	case floorCap < 0:
+		return 0
+	}
+	if n := h.reg.Nodes(); n > 0 {
+		return budget / n
+	}
+	return 0
+}
+
+// notOwned answers an entry of a shard the host does not own: the owner it
+// knows of, or, when the shard belongs here by placement, an acquisition.
+func (h *Host) notOwned(s int, node NodeID, now time.Time) Grant {
+	if owner, ok := h.hints[s]; ok {
+		return Grant{Status: StatusNotOwner, Owner: owner}
+	}
+	place, ok := h.reg.Place(s)
+	if h.leaving {
+		place, ok = h.reg.PlaceExcept(s, h.cfg.ID)
+	}
+	switch {
+	case !ok:
+		return Grant{Status: StatusMoving, RetryAfter: h.cfg.Lease / 10}
+	case place.ID != h.cfg.ID:
+		return Grant{Status: StatusNotOwner, Owner: place.ID}
+	case h.fenced(now):
+		return Grant{Status: StatusMoving, RetryAfter: h.cfg.Lease / 10}
+	}
+	sh := h.addShard(s)
+	sh.asked.add(node)
+	h.sink.Acquire(s)
+	return Grant{Status: StatusMoving, RetryAfter: h.cfg.Lease / 30}
+}
+
+// Acquired records that the host took shard s at epoch; prev says the shard
+// had an owner before, whose grants may still run: safe mode for one lease.
+func (h *Host) Acquired(s int, epoch uint64, prev bool, now time.Time) {
+	sh := h.shards[s]
+	if sh == nil {
+		sh = h.addShard(s)
+	}
+	sh.state, sh.epoch = owned, epoch
+	if prev {
+		sh.safeUntil = now.Add(h.cfg.Lease)
+	}
+	delete(h.hints, s)
+	h.nudgeAsked(sh)
+}
+
+// OwnedAlready records that an acquisition found the shard already bound to
+// this host at epoch, moved here by from whose handoff has not arrived: safe
+// until it does, or from leaves the registry (and a lease more).
+func (h *Host) OwnedAlready(s int, epoch uint64, from HostID, now time.Time) {
+	h.Acquired(s, epoch, true, now)
+	if _, ok := h.reg.Host(from); ok && from != "" {
+		h.shards[s].awaiting = from
+	}
+}
+
+// AcquireFailed records that shard s is owned by owner ("" when the
+// coordinator could not be asked).
+func (h *Host) AcquireFailed(s int, owner HostID, now time.Time) {
+	sh := h.shards[s]
+	if sh == nil || sh.state != acquiring {
+		return
+	}
+	h.dropShard(s)
+	if owner != "" && owner != h.cfg.ID {
+		h.hints[s] = owner
+	}
+	h.nudgeAsked(sh)
+}
+
+// Transferred records that shards now belong to to, at epochs: their ledgers
+// go to it in a Handoff, sent again until acknowledged.
+func (h *Host) Transferred(shards []int, epochs []uint64, to HostInfo, now time.Time) {
+	for i, s := range shards {
+		sh := h.shards[s]
+		if sh == nil {
+			continue
+		}
+		ho := Handoff{From: h.cfg.ID, Shard: s, Epoch: epochs[i]}
+		for _, l := range sh.ledgers {
+			ho.Ledgers = append(ho.Ledgers, l.state(now))
+		}
+		sort.Slice(ho.Ledgers, func(i, j int) bool { return ho.Ledgers[i].Route < ho.Ledgers[j].Route })
+		h.dropShard(s)
+		h.hints[s] = to.ID
+		h.outgoing[s] = &outgoing{to: to, h: ho, nextAt: now.Add(h.cfg.Lease / 6)}
+		h.sink.SendHandoff(to.ID, ho)
+	}
+}
+
+// TransferFailed records that a Transfer did not happen: lost says the host
+// no longer owns the shards (its key was gone), else it owns them still.
+func (h *Host) TransferFailed(shards []int, lost bool, now time.Time) {
+	for _, s := range shards {
+		sh := h.shards[s]
+		if sh == nil {
+			continue
+		}
+		if lost {
+			h.dropShard(s)
+		} else if sh.state == moving {
+			sh.state = owned
+			h.nudgeAsked(sh)
+		}
+	}
+}
+
+// ReceiveHandoff installs a shard's ledgers that its previous owner
+// transferred here; the transfer made this host the owner at ho.Epoch.
+func (h *Host) ReceiveHandoff(ho Handoff, now time.Time) {
+	h.sink.SendHandoffAck(ho.From, HandoffAck{From: h.cfg.ID, Shard: ho.Shard, Epoch: ho.Epoch})
+	sh := h.shards[ho.Shard]
+	switch {
+	case sh == nil || sh.epoch < ho.Epoch:
+		if sh == nil {
+			sh = h.addShard(ho.Shard)
+		}
+		sh.state, sh.epoch, sh.awaiting, sh.safeUntil = owned, ho.Epoch, "", time.Time{}
+	case sh.epoch > ho.Epoch:
+		return // stale: the shard moved on since
+	default:
+		sh.awaiting = ""
+	}
+	delete(h.hints, ho.Shard)
+	for _, ls := range ho.Ledgers {
+		l := sh.ledgers[ls.Route]
+		if l == nil {
+			l = NewLedger(ls.Route)
+			sh.ledgers[ls.Route] = l
+		}
+		for _, hd := range l.install(ls, now) {
+			heap.Push(&h.expiry, expiryItem{at: hd.expires, h: hd, l: l, sh: sh})
+		}
+	}
+	h.nudgeAsked(sh)
+}
+
+// ReceiveHandoffAck stops resending a handoff.
+func (h *Host) ReceiveHandoffAck(a HandoffAck) {
+	if o := h.outgoing[a.Shard]; o != nil && o.h.Epoch == a.Epoch {
+		delete(h.outgoing, a.Shard)
+	}
+}
+
+func (h *Host) addShard(s int) *shard {
+	sh := &shard{id: s, ledgers: map[string]*Ledger{}}
+	h.shards[s] = sh
+	h.sorder.add(s)
+	return sh
+}
+
+func (h *Host) dropShard(s int) {
+	delete(h.shards, s)
+	h.sorder.remove(s)
+}
+
+func (h *Host) nudgeAsked(sh *shard) {
+	for _, n := range sh.asked.items {
+		h.sink.Nudge(n, Nudge{Host: h.cfg.ID})
+	}
+	sh.asked.clear()
+}
+
+func (h *Host) nudge(nodes []NodeID) {
+	for _, n := range nodes {
+		h.sink.Nudge(n, Nudge{Host: h.cfg.ID})
+	}
+}
+
+// Tick runs the host's timers at now: leases that lapsed, handoffs to send
+// again, and shards to move to the host they belong on.
+func (h *Host) Tick(now time.Time) {
+	for h.expiry.Len() > 0 && !h.expiry[0].at.After(now) {
+		it := heap.Pop(&h.expiry).(expiryItem)
+		if h.shards[it.sh.id] != it.sh || it.sh.ledgers[it.l.route] != it.l || it.l.holders[it.h.node] != it.h ||
+			it.h.lapsed || it.h.expires.After(now) {
+			continue // renewed since, or gone
+		}
+		h.nudge(it.l.lapse(it.h.node, now, h.retry()))
+		if it.l.empty() {
+			delete(it.sh.ledgers, it.l.route)
+		}
+	}
+	pending := make([]int, 0, len(h.outgoing))
+	for s := range h.outgoing {
+		pending = append(pending, s)
+	}
+	slices.Sort(pending)
+	for _, s := range pending {
+		o := h.outgoing[s]
+		if _, ok := h.reg.Host(o.to.ID); !ok {
+			delete(h.outgoing, s)
+			continue
+		}
+		if !now.Before(o.nextAt) {
+			o.nextAt = now.Add(h.cfg.Lease / 6)
+			h.sink.SendHandoff(o.to.ID, o.h)
+		}
+	}
+	if now.Sub(h.lastMove) >= h.cfg.Lease/3 {
+		h.lastMove = now
+		h.rebalance(now)
+	}
+}
+
+// maxTransfer bounds the shards of one Transfer (one etcd transaction).
+const maxTransfer = 32
+
+// rebalance hands the shards that belong elsewhere (by placement, to a host
+// registered for Settle at least) to their place; a leaving host hands them
+// all to where they go without it.
+func (h *Host) rebalance(now time.Time) {
+	if h.fenced(now) || h.reg == nil {
+		return
+	}
+	batches := map[HostID][]int{}
+	var dests []HostInfo
+	for _, s := range h.sorder.items {
+		sh := h.shards[s]
+		if sh.state != owned || sh.awaiting != "" {
+			continue
+		}
+		place, ok := h.reg.Place(s)
+		if h.leaving {
+			place, ok = h.reg.PlaceExcept(s, h.cfg.ID)
+		}
+		if !ok || place.ID == h.cfg.ID || now.Sub(h.regSince[place.ID]) < h.cfg.Settle && !h.leaving {
+			continue
+		}
+		if _, ok := batches[place.ID]; !ok {
+			dests = append(dests, place)
+		}
+		if len(batches[place.ID]) < maxTransfer {
+			batches[place.ID] = append(batches[place.ID], s)
+		}
+	}
+	for _, to := range dests {
+		shards := batches[to.ID]
+		epochs := make([]uint64, len(shards))
+		for i, s := range shards {
+			h.shards[s].state = moving
+			epochs[i] = h.shards[s].epoch
+		}
+		h.sink.Transfer(shards, epochs, to)
+	}
+}
+
+// Leave starts handing every shard to where it goes without this host (a
+// graceful stop); Owned reports when it is done. The host acquires nothing
+// more.
+func (h *Host) Leave(now time.Time) {
+	h.leaving = true
+	h.lastMove = time.Time{}
+	h.Tick(now)
+}
+
+// Owned returns how many shards the host owns or is handing over.
+func (h *Host) Owned() int { return len(h.shards) }
+
+// Pending returns how many handoffs wait for their acknowledgement.
+func (h *Host) Pending() int { return len(h.outgoing) }
+
+// Ledgers returns the ledgers the host owns, by route (tests and the
+// simulation read their sums).
+func (h *Host) Ledgers(yield func(route string, l *Ledger) bool) {
+	for _, sh := range h.shards {
+		if sh.state == acquiring {
+			continue
+		}
+		for r, l := range sh.ledgers {
+			if !yield(r, l) {
+				return
+			}
+		}
+	}
+}
+
+type expiryItem struct {
+	at time.Time
+	h  *holder
+	l  *Ledger
+	sh *shard
+}
+
+type expiryHeap []expiryItem
+
+func (q expiryHeap) Len() int           { return len(q) }
+func (q expiryHeap) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q expiryHeap) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *expiryHeap) Push(x any)        { *q = append(*q, x.(expiryItem)) }
+func (q *expiryHeap) Pop() any {
+	old := *q
+	it := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return it
+}
