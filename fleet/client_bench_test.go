@@ -34,6 +34,7 @@ func BenchmarkRequestPath(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
 	defer srv.Close()
 	logger := testLogger()
+	etcd := startEtcd(b)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	cfg := cluster.Configure("fleet-bench", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(fleet.Kind()))
@@ -47,7 +48,7 @@ func BenchmarkRequestPath(b *testing.B) {
 	}{{"off", 0}, {"on", 64}} {
 		ccfg := client.Config{System: sys, Logger: logger}
 		if mode.budget > 0 {
-			budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: mode.budget})
+			budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: mode.budget, Etcd: etcd})
 			if err != nil {
 				b.Fatal(err)
 			}

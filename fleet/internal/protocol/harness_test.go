@@ -224,3 +224,21 @@ func (f *fleet) within(route string, budget int) func() {
 		}
 	}
 }
+
+// DebugRoutes describes the routes' state, for failure reports.
+func (k *Keeper) DebugRoutes() []string {
+	var out []string
+	for _, r := range k.order.items {
+		out = append(out, fmt.Sprintf("%s host %s owner %s grant %d lease %v floor %d known %v vouch %v gone %v fresh %v sent %d/%d/%d", r.name, r.host, r.owner, r.grant, r.leaseUntil, r.floor, r.known, r.vouchUntil, r.ownerGoneAt, r.fresh, r.sentHas, r.sentHeld, r.sentWant))
+	}
+	return out
+}
+
+// Dump describes the ledger's holders, for failure reports.
+func (l *Ledger) Dump() string {
+	out := ""
+	for _, hs := range l.state(time.Time{}).Holders {
+		out += fmt.Sprintf("[%s b%d has%d held%d want%d floor%d/%d grant%d lapsed%v] ", hs.Node, hs.Budget, hs.Has, hs.Held, hs.Want, hs.OnFloor, hs.Floor, hs.Grant, hs.Lapsed)
+	}
+	return out
+}

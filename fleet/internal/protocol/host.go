@@ -522,7 +522,7 @@ func (h *Host) rebalance(now time.Time) {
 	}
 	batches := map[HostID][]int{}
 	var dests []HostInfo
-	for _, s := range h.sorder.items {
+	for _, s := range slices.Clone(h.sorder.items) {
 		sh := h.shards[s]
 		if sh.state != owned || sh.awaiting != "" {
 			continue
@@ -530,6 +530,12 @@ func (h *Host) rebalance(now time.Time) {
 		place, ok := h.reg.Place(s)
 		if h.leaving {
 			place, ok = h.reg.PlaceExcept(s, h.cfg.ID)
+			if !ok {
+				// No other host to take it: it goes with the session, and
+				// its next owner starts in safe mode.
+				h.dropShard(s)
+				continue
+			}
 		}
 		if !ok || place.ID == h.cfg.ID || now.Sub(h.regSince[place.ID]) < h.cfg.Settle && !h.leaving {
 			continue

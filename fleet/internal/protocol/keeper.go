@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -86,6 +85,9 @@ type Keeper struct {
 	lorder set[*link]
 	reg    *Registry
 	hints  map[int]HostID // shard owners learned from StatusNotOwner
+	// gone are the hosts the registry dropped: a hint to one of them is
+	// stale (the host that gave it had not heard yet).
+	gone map[HostID]bool
 	// sessionUntil: this member's session in the coordinator lives at least
 	// until then; while it does, the node may use its floors.
 	sessionUntil time.Time
@@ -168,7 +170,8 @@ type link struct {
 // NewKeeper returns a keeper that holds no share.
 func NewKeeper(cfg KeeperConfig, sink KeeperSink) *Keeper {
 	cfg.fill()
-	return &Keeper{cfg: cfg, sink: sink, routes: map[string]*kroute{}, links: map[HostID]*link{}, hints: map[int]HostID{}}
+	return &Keeper{cfg: cfg, sink: sink, routes: map[string]*kroute{}, links: map[HostID]*link{}, hints: map[int]HostID{},
+		gone: map[HostID]bool{}}
 }
 
 // Config returns the keeper's configuration with its defaults filled in.
@@ -213,8 +216,51 @@ func (k *Keeper) Confirmed(until time.Time) {
 	}
 }
 
+// SessionLost records that this member's session expired: its nodes left
+// the registry, so every owner forgot them; no floor may be used until an
+// owner keeps a place for the node again.
+func (k *Keeper) SessionLost() {
+	k.sessionUntil = time.Time{}
+	for _, r := range k.order.items {
+		r.known = false
+	}
+}
+
+// Unreachable records that a renewal to host could not be delivered (the
+// cluster answered that nothing lives at its address).
+func (k *Keeper) Unreachable(host HostID, now time.Time) {
+	if l := k.links[host]; l != nil {
+		k.HandleFailure(host, l.seq, ErrUnreachable, now)
+	}
+}
+
+// ErrUnreachable is what a Keeper reports for a renewal to a host that the
+// cluster could not deliver.
+var ErrUnreachable = errors.New("ledger host unreachable")
+
+// InFlight returns how many renewals are unanswered (Release waits for its
+// last ones).
+func (k *Keeper) InFlight() int {
+	n := 0
+	for _, l := range k.lorder.items {
+		if l.inFlight {
+			n++
+		}
+	}
+	return n
+}
+
 // SetRegistry takes a new version of the registry.
 func (k *Keeper) SetRegistry(reg *Registry, now time.Time) {
+	if k.reg != nil {
+		removed, added := reg.HostsChangedSince(k.reg)
+		for _, h := range removed {
+			k.gone[h] = true
+		}
+		for _, h := range added {
+			delete(k.gone, h)
+		}
+	}
 	k.reg = reg
 	k.retarget = true
 	for s, h := range k.hints {
@@ -539,10 +585,16 @@ func (k *Keeper) HandleReply(rep RenewReply, now time.Time) {
 				r.retryAt = now.Add(g.RetryAfter)
 			}
 		case StatusNotOwner:
-			if g.Owner != "" && g.Owner != rep.Host {
+			// A hint to a host the registry dropped is stale (the answering
+			// host had not heard yet): placement decides. One to a host the
+			// registry never listed is followed: the views differ.
+			if g.Owner != "" && g.Owner != rep.Host && !k.gone[g.Owner] {
 				k.hints[r.shard] = g.Owner
 			} else {
 				delete(k.hints, r.shard)
+				r.retryAt = now.Add(k.cfg.Lease / 10) // not at once: the placement may still be stale
+				k.retarget = true
+				continue
 			}
 			r.retryAt = time.Time{}
 			k.retarget = true
@@ -658,12 +710,3 @@ func (k *Keeper) Share(route string, now time.Time) int {
 
 // Routes returns how many routes the keeper keeps.
 func (k *Keeper) Routes() int { return len(k.routes) }
-
-// DebugRoutes describes the routes' state (for tests).
-func (k *Keeper) DebugRoutes() []string {
-	var out []string
-	for _, r := range k.order.items {
-		out = append(out, fmt.Sprintf("%s host %s owner %s grant %d lease %v floor %d known %v vouch %v gone %v fresh %v sent %d/%d/%d", r.name, r.host, r.owner, r.grant, r.leaseUntil, r.floor, r.known, r.vouchUntil, r.ownerGoneAt, r.fresh, r.sentHas, r.sentHeld, r.sentWant))
-	}
-	return out
-}

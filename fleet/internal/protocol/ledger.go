@@ -3,7 +3,6 @@ package protocol
 import (
 	"container/heap"
 	"container/list"
-	"fmt"
 	"sort"
 	"time"
 )
@@ -401,15 +400,6 @@ func (l *Ledger) install(s LedgerState, now time.Time) []*holder {
 			out = append(out, h)
 		}
 		l.link(h)
-	}
-	return out
-}
-
-// Dump describes the ledger's holders (for tests).
-func (l *Ledger) Dump() string {
-	out := ""
-	for _, hs := range l.state(time.Time{}).Holders {
-		out += fmt.Sprintf("[%s b%d has%d held%d want%d floor%d/%d grant%d lapsed%v] ", hs.Node, hs.Budget, hs.Has, hs.Held, hs.Want, hs.OnFloor, hs.Floor, hs.Grant, hs.Lapsed)
 	}
 	return out
 }

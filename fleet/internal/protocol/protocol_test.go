@@ -44,12 +44,17 @@ func TestANewRouteGetsItsShareAtTheFirstAnswer(t *testing.T) {
 func TestHostsThatDisagreeOnPlacementNeverBothGrant(t *testing.T) {
 	f := newFleet(t, 2, 4, 8)
 	shard := ShardOf(routeA, DefaultShards)
-	// Each host gets a registry in which it is the only host: each places
-	// the shard on itself. The nodes are split the same way.
+	// Each host has only ever seen a registry in which it is the only host
+	// (the other's registration has not reached it): each places the shard
+	// on itself. The nodes are split the same way.
 	for i, h := range []HostID{"h0", "h1"} {
 		own := NewRegistry(int64(10+i), []HostInfo{{ID: h, Lease: int64(i + 1)}}, f.reg.NodeList())
+		f.hosts[h] = NewHost(HostConfig{ID: h}, hostSink{f, h})
+		f.hosts[h].Confirmed(t0.Add(time.Hour))
 		f.hosts[h].SetRegistry(own, f.now)
 		for _, n := range []NodeID{NodeID("n" + string(rune('0'+2*i))), NodeID("n" + string(rune('1'+2*i)))} {
+			f.nodes[n] = NewKeeper(KeeperConfig{Node: n, Budget: 8}, keeperSink{f, n})
+			f.nodes[n].Confirmed(t0.Add(time.Hour))
 			f.nodes[n].SetRegistry(own, f.now)
 		}
 	}

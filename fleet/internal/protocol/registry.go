@@ -68,6 +68,7 @@ type Registry struct {
 	prev         *Registry
 	removedNodes []NodeID
 	addedHosts   []HostID
+	removedHosts []HostID
 }
 
 type ringPoint struct {
@@ -96,9 +97,12 @@ func NewRegistry(rev int64, hosts []HostInfo, nodes []NodeID) *Registry {
 // removed.
 func (r *Registry) Next(rev int64, addHosts []HostInfo, removeHosts []HostID, addNodes, removeNodes []NodeID) *Registry {
 	hosts := make([]HostInfo, 0, len(r.hosts)+len(addHosts))
+	var gone []HostID
 	for _, h := range r.hosts {
 		if !slices.Contains(removeHosts, h.ID) {
 			hosts = append(hosts, h)
+		} else {
+			gone = append(gone, h.ID)
 		}
 	}
 	var added []HostID
@@ -121,8 +125,27 @@ func (r *Registry) Next(rev int64, addHosts []HostInfo, removeHosts []HostID, ad
 	slices.Sort(removed)
 	nodes = append(nodes, addNodes...)
 	next := NewRegistry(rev, hosts, nodes)
-	next.prev, next.removedNodes, next.addedHosts = r, removed, added
+	next.prev, next.removedNodes, next.addedHosts, next.removedHosts = r, removed, added, gone
 	return next
+}
+
+// HostsChangedSince returns the hosts this registry lacks that old had, and
+// those it has that old lacked.
+func (r *Registry) HostsChangedSince(old *Registry) (removed, added []HostID) {
+	if r.prev == old && old != nil {
+		return r.removedHosts, r.addedHosts
+	}
+	for _, h := range old.HostList() {
+		if _, ok := r.Host(h.ID); !ok {
+			removed = append(removed, h.ID)
+		}
+	}
+	for _, h := range r.hosts {
+		if _, ok := old.Host(h.ID); !ok {
+			added = append(added, h.ID)
+		}
+	}
+	return removed, added
 }
 
 // NodesRemovedSince returns the nodes this registry lacks that old had, and

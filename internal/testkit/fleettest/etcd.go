@@ -33,6 +33,8 @@ func EtcdPath() string { return lookpath.Find(EtcdNames...) }
 // directory of its own.
 type Etcd struct {
 	cmd      *exec.Cmd
+	args     []string
+	logw     io.Writer
 	endpoint string
 	exited   chan struct{}
 }
@@ -66,29 +68,49 @@ func startEtcd(bin, dir string, logw io.Writer) (*Etcd, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin,
+	e := &Etcd{logw: logw, endpoint: "127.0.0.1:" + client, args: []string{bin,
 		"--name", "fleet",
 		"--data-dir", filepath.Join(data, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "fleet="+peerURL,
+		"--initial-cluster", "fleet=" + peerURL,
 		"--logger", "zap", "--log-level", "error",
-	)
-	cmd.Stdout, cmd.Stderr = logw, logw
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	e := &Etcd{cmd: cmd, endpoint: "127.0.0.1:" + client, exited: make(chan struct{})}
-	go func() { // owned by e: Stop waits for exited
-		_ = cmd.Wait()
-		close(e.exited)
-	}()
-	if err := e.waitHealthy(30 * time.Second); err != nil {
-		_ = e.Stop()
+	}}
+	if err := e.start(); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
+
+// start runs etcd with e's arguments and waits until it is healthy.
+func (e *Etcd) start() error {
+	cmd := exec.Command(e.args[0], e.args[1:]...)
+	cmd.Stdout, cmd.Stderr = e.logw, e.logw
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	e.cmd, e.exited = cmd, make(chan struct{})
+	exited := e.exited
+	go func() { // owned by e: Stop and Kill wait for exited
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if err := e.waitHealthy(30 * time.Second); err != nil {
+		_ = e.Stop()
+		return err
+	}
+	return nil
+}
+
+// Kill ends etcd with SIGKILL, as a crash does, and waits for it.
+func (e *Etcd) Kill() {
+	_ = e.cmd.Process.Signal(syscall.SIGKILL)
+	<-e.exited
+}
+
+// Restart starts etcd again after Kill or Stop, on the same ports and data,
+// and waits until it is healthy.
+func (e *Etcd) Restart() error { return e.start() }
 
 func (e *Etcd) waitHealthy(within time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -117,7 +139,8 @@ func (e *Etcd) waitHealthy(within time.Duration) error {
 // Endpoint is the client endpoint, host:port.
 func (e *Etcd) Endpoint() string { return e.endpoint }
 
-// Stop ends etcd (SIGTERM, then SIGKILL after 5 s) and waits for it.
+// Stop ends etcd (SIGTERM, then SIGKILL after 5 s) and waits for it. It
+// does nothing more to an etcd already ended.
 func (e *Etcd) Stop() error {
 	_ = e.cmd.Process.Signal(syscall.SIGTERM)
 	select {

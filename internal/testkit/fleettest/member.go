@@ -14,6 +14,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
@@ -34,11 +36,11 @@ type MemberConfig struct {
 
 // Event is one line a member writes, as JSON.
 type Event struct {
-	Event   string    `json:"event"` // ready, activated, status, stopped
+	Event   string    `json:"event"` // ready, owned, status, stopped
 	At      time.Time `json:"at"`
 	Member  string    `json:"member,omitempty"`  // the actor system's ID (ready)
 	Address string    `json:"address,omitempty"` // the member's address (ready)
-	Route   string    `json:"route,omitempty"`   // the grain's route (activated)
+	Route   string    `json:"route,omitempty"`   // the route whose ledger this member came to own (owned)
 
 	// status
 	Members  int  `json:"members,omitempty"`
@@ -62,11 +64,12 @@ type Event struct {
 }
 
 // RunMember runs one member of a fleet: a protoactor cluster member (etcd
-// provider, disthash) with the budget grain's kind, and a connactor client
-// with a fleet budget (client.Config.Fleet) whose callers, once loaded, keep
-// asking the upstream. It writes Events to out, one JSON object a line:
-// "ready" once the member has started, "activated" when a budget grain
-// activates here, "status" every Report, "stopped" at the end. It reads
+// provider, disthash) with the budget host's kind, and a connactor client
+// with a fleet budget (client.Config.Fleet, on the same etcd) whose callers,
+// once loaded, keep asking the upstream. It writes Events to out, one JSON
+// object a line: "ready" once the member has started, "owned" when it comes
+// to own the ledger of the upstream's route, "status" every Report,
+// "stopped" at the end. It reads
 // commands from in, one a line: "load" starts the callers, "stop" (or the end
 // of in) stops the member the way a service shuts down: the callers end, the
 // client shuts down (its connections close and its shares go back), the
@@ -87,16 +90,29 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 		_ = enc.Encode(e)
 	}
 
+	route := "http://" + cfg.Upstream
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
-	// fleet.Kind() with a hook that says where grains activate.
-	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(route string) { emit(Event{Event: "activated", Route: route}) }})
+	// fleet.Kind() with a hook that says where the route's ledger lives.
+	kind := fleet.NewKind(fleet.KindConfig{OnOwned: func(shard int, _ uint64) {
+		if shard == fleet.Shard(route) {
+			emit(Event{Event: "owned", Route: route})
+		}
+	}})
 	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, etcdprovider.New(EtcdRoot, cfg.Etcd), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind)))
 	cl.StartMember()
+	// The fleet's own etcd client, made after StartMember (an earlier one
+	// races with remote.Start's gRPC logger).
+	etcdCli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		cl.Shutdown(true)
+		return err
+	}
+	defer etcdCli.Close()
 
 	renewals := NewRenewals()
 	defer renewals.MeterProvider.Shutdown(context.Background())
-	budget, err := fleet.New(cl, fleet.Options{MaxConnsPerRoute: cfg.Budget, Floor: cfg.Floor})
+	budget, err := fleet.New(cl, fleet.Options{MaxConnsPerRoute: cfg.Budget, Floor: cfg.Floor, Etcd: etcdCli})
 	if err != nil {
 		cl.Shutdown(true)
 		return err
@@ -114,7 +130,6 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	}
 	emit(Event{Event: "ready", Member: sys.ID, Address: sys.Address()})
 
-	route := "http://" + cfg.Upstream
 	var load *Load
 	var loadMu sync.Mutex
 	statusDone := make(chan struct{})
