@@ -14,7 +14,7 @@ import (
 const (
 	FleetNone  = "none"  // no share held: not asked for yet, being asked for, or given back
 	FleetLease = "lease" // the share is a lease from the route's ledger in the fleet
-	FleetSafe  = "safe"  // a lease from a ledger in safe mode (it moved without its state): no more than held
+	FleetSafe  = "safe"  // a lease from a ledger in safe mode (taken over from a member that died): no more than the floor
 	FleetFloor = "floor" // the lease expired and the ledger cannot be reached: the share is the floor
 )
 

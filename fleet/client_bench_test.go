@@ -67,8 +67,8 @@ func BenchmarkRequestPath(b *testing.B) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-		// Warm up: the route's first share (up to one lease for a new grain),
-		// then connections for the parallel runs.
+		// Warm up: the route's first share, then connections for the
+		// parallel runs.
 		get()
 		var warm sync.WaitGroup
 		for range 4 {

@@ -41,6 +41,9 @@ type metrics struct {
 	acc         map[*pool]*fairAcc
 	jain        []float64
 	onWindow    func(map[*pool]*fairAcc) // tests look at a window's figures
+
+	routesUsed float64 // routes with demand per member, summed over the draws
+	draws      int
 }
 
 type fairAcc struct{ held, fair float64 }
@@ -226,6 +229,17 @@ type Result struct {
 	CPUPerRequest time.Duration
 	Requests      uint64
 	Util          float64 // mean utilisation over the run's samples
+	// RoutesPerMember is the mean number of routes a member has demand on.
+	RoutesPerMember float64
+	// Series is the run's samples: utilisation and shortfall over time.
+	Series []Point
+}
+
+// Point is one sample of a run.
+type Point struct {
+	At              time.Duration // since the start
+	Util, Shortfall float64
+	Converged       bool
 }
 
 func (mt *metrics) result() Result {
@@ -261,6 +275,10 @@ func (mt *metrics) result() Result {
 	}
 	for _, smp := range mt.samples {
 		r.Util += smp.util
+		r.Series = append(r.Series, Point{At: smp.at.Sub(t0), Util: smp.util, Shortfall: smp.shortfall, Converged: smp.converged})
+	}
+	if mt.draws > 0 {
+		r.RoutesPerMember = mt.routesUsed / float64(mt.draws)
 	}
 	if len(mt.samples) > 0 {
 		r.Util /= float64(len(mt.samples))

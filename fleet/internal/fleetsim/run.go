@@ -208,12 +208,14 @@ func (s *Sim) closed(route int) { s.held[route]-- }
 // draw deals every member's callers to routes again, by the Zipf law over
 // the current ranks.
 func (s *Sim) draw() {
+	used := 0
 	for _, m := range s.members {
 		demand := map[int]int{}
 		for range s.cfg.Callers {
 			rank := sort.SearchFloat64s(s.zipf, s.c.rng.Float64())
 			demand[s.perm[min(rank, len(s.perm)-1)]]++
 		}
+		used += len(demand)
 		for _, p := range m.order {
 			if _, ok := demand[p.route]; !ok {
 				p.setDemand(0)
@@ -238,6 +240,8 @@ func (s *Sim) draw() {
 			}
 		}
 	}
+	s.m.routesUsed += float64(used) / float64(len(s.members))
+	s.m.draws++
 	s.m.demandChanged()
 }
 
@@ -300,7 +304,7 @@ func (s *Sim) Run() Result {
 	}
 	if cfg.EtcdDownAt > 0 {
 		s.c.at(t0.Add(cfg.EtcdDownAt), func() {
-			s.m.change("etcd down 15 s")
+			s.m.change("etcd down")
 			s.etcd.setDown(true)
 			s.c.after(15*time.Second, func() {
 				s.m.change("etcd back")
@@ -317,7 +321,7 @@ func (s *Sim) Run() Result {
 // shuts down gracefully, stays down 5 s, and starts again as a new process.
 func (s *Sim) rollingRestart() {
 	n := max(1, len(s.members)/10)
-	s.m.change(fmt.Sprintf("rolling restart of %d members (30 s)", n))
+	s.m.change("rolling restart")
 	order := s.c.rng.Perm(len(s.members))[:n]
 	for k, i := range order {
 		m := s.members[i]
@@ -331,13 +335,13 @@ func (s *Sim) rollingRestart() {
 			})
 		})
 	}
-	s.c.after(35*time.Second, func() { s.m.change("rolling restart over") })
+	s.c.after(35*time.Second, func() { s.m.change("restarts over") })
 }
 
 // partition cuts a tenth of the members off from etcd and the rest for 30 s.
 func (s *Sim) partition() {
 	n := max(1, len(s.members)/10)
-	s.m.change(fmt.Sprintf("partition of %d members (30 s)", n))
+	s.m.change("partition")
 	cut := s.c.rng.Perm(len(s.members))[:n]
 	for _, i := range cut {
 		s.members[i].partitioned = true
@@ -366,11 +370,11 @@ func (s *Sim) crashHost() {
 	if victim == nil {
 		return
 	}
-	s.m.change(fmt.Sprintf("crash of the host of %d shards", victim.host.Owned()))
+	s.m.change("host crash")
 	victim.crash()
 	s.m.eligibilityChanged()
 	s.c.after(30*time.Second, func() {
-		s.m.change("crashed host back")
+		s.m.change("host back")
 		s.startMember(victim)
 	})
 }

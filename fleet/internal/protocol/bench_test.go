@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkLedgerRenewal measures a ledger's work for one renewal of one
-// route (the grain's work per request) with 3, 100 and 1,000 holders, when
+// route (a host's work per renewal entry) with 3, 100 and 1,000 holders, when
 // the budget covers every need and when it is smaller than the holders
 // (rotation). It should grow with the log of the largest need, not with the
 // holders.

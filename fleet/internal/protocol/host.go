@@ -102,8 +102,10 @@ type shard struct {
 	state   shardState
 	epoch   uint64
 	ledgers map[string]*Ledger
-	// safeUntil: the ledgers may not know every lease a previous owner
-	// granted; until then no node gets more than it has or its floor.
+	// safeUntil: the shard was taken over from an owner whose session ended
+	// (it died, or was cut off from etcd): its leases ended before, but
+	// nodes may use their floors without renewing here; until then no node
+	// gets more than its floor (no limit when floors are 0).
 	safeUntil time.Time
 	// awaiting: ownership came by a transfer whose handoff has not arrived;
 	// safe until it does, or its sender leaves the registry.
@@ -270,11 +272,11 @@ func (h *Host) HandleRenew(r Renew, now time.Time) RenewReply {
 				l = NewLedger(e.Route)
 				sh.ledgers[e.Route] = l
 			}
-			safe := now.Before(sh.safeUntil) || sh.awaiting != ""
-			g, nudge := l.apply(r.Node, r.Budget, e, applyCtx{now: now, lease: lease, turn: h.cfg.Turn, safe: safe,
-				floor: floor, retry: h.retry()})
+			takeover := now.Before(sh.safeUntil)
+			g, nudge := l.apply(r.Node, r.Budget, e, applyCtx{now: now, lease: lease, turn: h.cfg.Turn,
+				safe: sh.awaiting != "", takeover: takeover, floor: floor, retry: h.retry()})
 			g.Epoch = sh.epoch
-			if safe && g.RetryAfter > 0 && sh.awaiting == "" {
+			if takeover && g.Safe && g.RetryAfter > 0 {
 				g.RetryAfter = max(g.RetryAfter, sh.safeUntil.Sub(now))
 			}
 			reply.Grants[i] = g
@@ -337,7 +339,10 @@ func (h *Host) notOwned(s int, node NodeID, now time.Time) Grant {
 }
 
 // Acquired records that the host took shard s at epoch; prev says the shard
-// had an owner before, whose grants may still run: safe mode for one lease.
+// had an owner before, which gave it up by ending its session: its grants
+// ended before (it grants only what ends before its session could), but for
+// a lease nodes may still use their floors without telling this host (safe
+// mode: nobody gets more than its floor).
 func (h *Host) Acquired(s int, epoch uint64, prev bool, now time.Time) {
 	sh := h.shards[s]
 	if sh == nil {
@@ -352,8 +357,10 @@ func (h *Host) Acquired(s int, epoch uint64, prev bool, now time.Time) {
 }
 
 // OwnedAlready records that an acquisition found the shard already bound to
-// this host at epoch, moved here by from whose handoff has not arrived: safe
-// until it does, or from leaves the registry (and a lease more).
+// this host at epoch, moved here by from whose handoff has not arrived: from
+// may have granted leases that still run, so no node gets more than it has
+// or uses as its floor until the handoff arrives, or from leaves the
+// registry (and a lease more).
 func (h *Host) OwnedAlready(s int, epoch uint64, from HostID, now time.Time) {
 	h.Acquired(s, epoch, true, now)
 	if _, ok := h.reg.Host(from); ok && from != "" {

@@ -348,9 +348,9 @@ func (k *Keeper) share(r *kroute, now time.Time) (int, bool) {
 	return 0, false
 }
 
-// grainCounts is what the ledger counts for the node on r since its latest
+// ledgerCounts is what the ledger counts for the node on r since its latest
 // renewal.
-func (r *kroute) grainCounts() int { return max(r.grant, r.sentHas, r.sentHeld) }
+func (r *kroute) ledgerCounts() int { return max(r.grant, r.sentHas, r.sentHeld) }
 
 // target is the host r's renewals go to: the owner a host named, else the
 // shard's place in the registry.
@@ -475,7 +475,7 @@ func (k *Keeper) due(l *link, now time.Time) bool {
 	eager := now.Before(l.eagerTill)
 	for _, r := range l.routes.items {
 		has := r.has(now)
-		if r.peak > 0 || r.held > 0 || has > 0 || r.grainCounts() > 0 || r.known {
+		if r.peak > 0 || r.held > 0 || has > 0 || r.ledgerCounts() > 0 || r.known {
 			if !now.Before(renewAt) {
 				return true // renewal
 			}
@@ -498,7 +498,7 @@ func (k *Keeper) due(l *link, now time.Time) bool {
 				wake(r.retryAt)
 			}
 		}
-		if eager && r.grainCounts() > max(has, r.held) {
+		if eager && r.ledgerCounts() > max(has, r.held) {
 			return true // gave back what others wait for
 		}
 		if r.peak+k.cfg.Block <= r.grant {

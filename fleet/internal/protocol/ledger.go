@@ -87,9 +87,13 @@ type applyCtx struct {
 	now   time.Time
 	lease time.Duration // the lease the reply grants
 	turn  time.Duration // how long a leftover unit is kept while others wait
-	safe  bool          // the shard is in safe mode
-	floor int           // the floor the node may use once its lease lapses
-	retry time.Duration // RetryAfter for a node granted less than it wants
+	safe  bool          // the shard is in safe mode: no grant above has or onFloor
+	// takeover: the shard was taken over from an owner whose session
+	// ended: its leases ended before, but nodes may still use their floors
+	// unreported: no grant above the floor (none when floors are 0).
+	takeover bool
+	floor    int           // the floor the node may use once its lease lapses
+	retry    time.Duration // RetryAfter for a node granted less than it wants
 }
 
 // apply records a node's renewal of this route and grants it its share. It
@@ -142,8 +146,11 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 		}
 	}
 	grant := max(0, min(target, b-l.committed))
-	if c.safe {
+	switch {
+	case c.safe:
 		grant = min(grant, max(h.has, h.onFloor))
+	case c.takeover && c.floor > 0:
+		grant = min(grant, max(h.has, h.onFloor, c.floor))
 	}
 	h.grant = grant
 	if capped && grant > level {
@@ -164,7 +171,7 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 	}
 	l.link(h)
 
-	g := Grant{Status: StatusOK, Grant: grant, Budget: b, Floor: c.floor, Safe: c.safe, Nodes: l.live}
+	g := Grant{Status: StatusOK, Grant: grant, Budget: b, Floor: c.floor, Safe: c.safe || c.takeover && c.floor > 0, Nodes: l.live}
 	if grant < target {
 		// Others hold what would be this node's: they give it back at their
 		// next renewal. (A node waiting for its turn at a leftover unit
@@ -175,10 +182,10 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 		l.remove(h) // nothing held, nothing wanted: forget the node
 	}
 	var nudge []NodeID
-	if !c.safe { // in safe mode free units cannot be granted: nobody to nudge
+	if !g.Safe { // in safe mode free units cannot be granted: nobody to nudge
 		nudge = l.nudgeWaiting(c.now, c.retry)
 	}
-	if grant < target && !c.safe {
+	if grant < target && !g.Safe {
 		nudge = append(nudge, l.nudgeShrink(target-grant, max(level, 1), h, c)...)
 	}
 	return g, nudge

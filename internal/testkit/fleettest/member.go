@@ -55,7 +55,7 @@ type Event struct {
 	Failed   int  `json:"failed"`
 	Renewals int  `json:"renewals"`
 	Failures int  `json:"failures"`
-	// Grain calls answered so far, from the client's
+	// Renewals answered so far, from the client's
 	// connactor.fleet.renewal.duration (p50 and p99: bucket upper bounds).
 	CallMean time.Duration `json:"call_mean_ns,omitempty"`
 	CallP50  time.Duration `json:"call_p50_ns,omitempty"`
@@ -178,7 +178,7 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 }
 
 // status reads the member's state: the route's share and connections from the
-// client's Stats, the calls to its grain from the client's metrics.
+// client's Stats, its renewals from the client's metrics.
 func status(c *client.Client, route string, l *Load, renewals *Renewals) Event {
 	st := c.Stats()
 	r := RouteOf(st, route)
