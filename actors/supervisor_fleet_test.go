@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/internal/wait"
-	"github.com/connactor/connactor/route"
 )
 
 // fleetHarness is a supervisor with fake routes and a fake keeper that
@@ -44,15 +43,21 @@ func newFleetHarness(t *testing.T, maxTotal int, interval time.Duration) *fleetH
 }
 
 // published returns what the supervisor publishes of route name's fleet
-// share (a second RouteRequest answers the same handle).
+// share, from the handles its StatsResponse lists.
 func (f *fleetHarness) published(name string) *fleetPublished {
-	tk := &wait.Ticket[*routeHandle]{}
-	f.sys.Root.Send(f.sup, &RouteRequest{Key: route.Key{Scheme: "http", Host: name, Port: "80"}, Ticket: tk})
-	rh, err := result(f.t, tk)
+	tk := &wait.Ticket[StatsResponse]{}
+	f.sys.Root.Send(f.sup, &StatsRequest{Ticket: tk})
+	st, err := result(f.t, tk)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return rh.Fleet
+	for _, h := range st.Routes {
+		if h.Key.Host == name {
+			return h.Fleet
+		}
+	}
+	f.t.Fatalf("no route %s", name)
+	return nil
 }
 
 func (f *fleetHarness) share(name string, share int) {

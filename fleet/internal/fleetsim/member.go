@@ -248,32 +248,39 @@ func (k *memberSink) Nudge(to protocol.NodeID, n protocol.Nudge) {
 	})
 }
 
-func (k *memberSink) Acquire(shard int) {
+// untilKnown runs op at etcd for the incarnation's session, asking again
+// while its outcome is unknown (no answer), and hands a known outcome to done.
+func (k *memberSink) untilKnown(op func(lease int64) any, done func(res any)) {
 	m, s, gen := k.m, k.m.s, k.gen
 	id := m.lease
 	var try func()
 	try = func() {
-		s.toEtcdResult(m, func() any { return s.etcd.acquire(id, shard) }, func(res any, ok bool) {
-			if !m.live(gen) || id != m.lease {
-				return
-			}
-			if !ok {
-				s.c.after(200*time.Millisecond, try) // unknown outcome: ask again
-				return
-			}
-			r := res.(acquireResult)
-			now := s.c.now
+		s.toEtcdResult(m, func() any { return op(id) }, func(res any, ok bool) {
 			switch {
-			case r.ok && r.from != "":
-				m.host.OwnedAlready(shard, r.epoch, r.from, now)
-			case r.ok:
-				m.host.Acquired(shard, r.epoch, r.prev, now)
+			case !m.live(gen) || id != m.lease:
+			case !ok:
+				s.c.after(200*time.Millisecond, try)
 			default:
-				m.host.AcquireFailed(shard, r.owner, now)
+				done(res)
 			}
 		})
 	}
 	try()
+}
+
+func (k *memberSink) Acquire(shard int) {
+	m, s := k.m, k.m.s
+	k.untilKnown(func(id int64) any { return s.etcd.acquire(id, shard) }, func(res any) {
+		r, now := res.(acquireResult), s.c.now
+		switch {
+		case r.ok && r.from != "":
+			m.host.OwnedAlready(shard, r.epoch, r.from, now)
+		case r.ok:
+			m.host.Acquired(shard, r.epoch, r.prev, now)
+		default:
+			m.host.AcquireFailed(shard, r.owner, now)
+		}
+	})
 }
 
 type transferResult struct {
@@ -282,30 +289,17 @@ type transferResult struct {
 }
 
 func (k *memberSink) Transfer(shards []int, epochs []uint64, to protocol.HostInfo) {
-	m, s, gen := k.m, k.m.s, k.gen
-	id := m.lease
-	var try func()
-	try = func() {
-		s.toEtcdResult(m, func() any {
-			e, ok, lost := s.etcd.transfer(id, shards, epochs, to)
-			return transferResult{e, ok, lost}
-		}, func(res any, ok bool) {
-			if !m.live(gen) || id != m.lease {
-				return
-			}
-			if !ok {
-				s.c.after(200*time.Millisecond, try) // unknown outcome: ask again
-				return
-			}
-			r := res.(transferResult)
-			if r.ok {
-				m.host.Transferred(shards, r.epochs, to, s.c.now)
-			} else {
-				m.host.TransferFailed(shards, r.lost, s.c.now)
-			}
-		})
-	}
-	try()
+	m, s := k.m, k.m.s
+	k.untilKnown(func(id int64) any {
+		e, ok, lost := s.etcd.transfer(id, shards, epochs, to)
+		return transferResult{e, ok, lost}
+	}, func(res any) {
+		if r := res.(transferResult); r.ok {
+			m.host.Transferred(shards, r.epochs, to, s.c.now)
+		} else {
+			m.host.TransferFailed(shards, r.lost, s.c.now)
+		}
+	})
 }
 
 func (k *memberSink) SendHandoff(to protocol.HostID, h protocol.Handoff) {

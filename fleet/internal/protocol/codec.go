@@ -74,10 +74,7 @@ func Encode(msg any) []byte {
 	case Nudge:
 		return str([]byte{tagNudge}, 1, string(m.Host))
 	case Handoff:
-		b := []byte{tagHandoff}
-		b = str(b, 1, string(m.From))
-		b = sint(b, 2, m.Shard)
-		b = num(b, 3, m.Epoch)
+		b := appendShard([]byte{tagHandoff}, m.From, m.Shard, m.Epoch)
 		for _, l := range m.Ledgers {
 			var lb []byte
 			lb = str(lb, 1, l.Route)
@@ -102,12 +99,32 @@ func Encode(msg any) []byte {
 		}
 		return b
 	case HandoffAck:
-		b := []byte{tagHandoffAck}
-		b = str(b, 1, string(m.From))
-		b = sint(b, 2, m.Shard)
-		return num(b, 3, m.Epoch)
+		return appendShard([]byte{tagHandoffAck}, m.From, m.Shard, m.Epoch)
 	}
 	panic(fmt.Sprintf("protocol: internal error: Encode of a %T", msg))
+}
+
+// appendShard writes the fields 1 to 3 that a Handoff and a HandoffAck
+// share: the sender, the shard and its epoch.
+func appendShard(b []byte, from HostID, shard int, epoch uint64) []byte {
+	b = str(b, 1, string(from))
+	b = sint(b, 2, shard)
+	return num(b, 3, epoch)
+}
+
+// shardField reads one of those fields, and reports whether it was one.
+func shardField(n protowire.Number, f field, from *HostID, shard *int, epoch *uint64) bool {
+	switch n {
+	case 1:
+		*from = HostID(f.str())
+	case 2:
+		*shard = f.int()
+	case 3:
+		*epoch = f.v
+	default:
+		return false
+	}
+	return true
 }
 
 func str(b []byte, n protowire.Number, s string) []byte {
@@ -255,14 +272,9 @@ func Decode(b []byte) (any, error) {
 	case tagHandoff:
 		var m Handoff
 		err := fields(body, func(n protowire.Number, f field) error {
-			switch n {
-			case 1:
-				m.From = HostID(f.str())
-			case 2:
-				m.Shard = f.int()
-			case 3:
-				m.Epoch = f.v
-			case 4:
+			switch {
+			case shardField(n, f, &m.From, &m.Shard, &m.Epoch):
+			case n == 4:
 				var l LedgerState
 				if err := fields(f.b, func(n protowire.Number, f field) error {
 					switch n {
@@ -316,14 +328,7 @@ func Decode(b []byte) (any, error) {
 	case tagHandoffAck:
 		var m HandoffAck
 		err := fields(body, func(n protowire.Number, f field) error {
-			switch n {
-			case 1:
-				m.From = HostID(f.str())
-			case 2:
-				m.Shard = f.int()
-			case 3:
-				m.Epoch = f.v
-			}
+			shardField(n, f, &m.From, &m.Shard, &m.Epoch)
 			return nil
 		})
 		if err == nil && m.From == "" {

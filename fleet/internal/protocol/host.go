@@ -26,17 +26,22 @@ type HostConfig struct {
 const DefaultLease = 3 * time.Second
 
 func (c *HostConfig) fill() {
-	if c.Lease <= 0 {
-		c.Lease = DefaultLease
-	}
-	if c.Shards <= 0 {
-		c.Shards = DefaultShards
-	}
+	fillShared(&c.Lease, &c.Shards)
 	if c.Turn <= 0 {
 		c.Turn = c.Lease / 3
 	}
 	if c.Settle <= 0 {
 		c.Settle = c.Lease
+	}
+}
+
+// fillShared fills the defaults every host and keeper of a fleet must share.
+func fillShared(lease *time.Duration, shards *int) {
+	if *lease <= 0 {
+		*lease = DefaultLease
+	}
+	if *shards <= 0 {
+		*shards = DefaultShards
 	}
 }
 

@@ -31,12 +31,7 @@ type KeeperConfig struct {
 }
 
 func (c *KeeperConfig) fill() {
-	if c.Lease <= 0 {
-		c.Lease = DefaultLease
-	}
-	if c.Shards <= 0 {
-		c.Shards = DefaultShards
-	}
+	fillShared(&c.Lease, &c.Shards)
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = time.Second
 	}
