@@ -224,9 +224,11 @@ type Result struct {
 	MsgsPerHost, MsgsHostMax float64
 	// RenewalsPerMember is the keepers' renewals per member per second.
 	RenewalsPerMember float64
-	// CPUPerRequest is the hosts' time per renewal entry (wall clock of
-	// this process, so it varies with the machine).
+	// CPUPerRequest is the hosts' CPU time per renewal entry (the thread's
+	// CPU time on Linux, sampled one renewal in cpuSampleEvery entries;
+	// elsewhere the wall clock).
 	CPUPerRequest time.Duration
+	CPUClock      string // what CPUPerRequest was read from
 	Requests      uint64
 	Util          float64 // mean utilisation over the run's samples
 	// RoutesPerMember is the mean number of routes a member has demand on.
@@ -246,10 +248,10 @@ func (mt *metrics) result() Result {
 	s := mt.s
 	mt.closeWindow()
 	secs := s.cfg.Duration.Seconds()
-	r := Result{Config: s.cfg, MaxOver: mt.maxOver, OverEvents: mt.overEvents, FirstOver: mt.firstOver,
+	r := Result{Config: s.cfg, MaxOver: mt.maxOver, OverEvents: mt.overEvents, FirstOver: mt.firstOver, CPUClock: cpuClock,
 		MsgsPerMember: float64(mt.messages) / float64(len(s.members)) / secs, Requests: s.requests}
-	if s.requests > 0 {
-		r.CPUPerRequest = s.cpu / time.Duration(s.requests)
+	if s.cpuRequests > 0 {
+		r.CPUPerRequest = s.cpu / time.Duration(s.cpuRequests)
 	}
 	var sent, hostMsgs float64
 	hosts := 0

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"time"
 
@@ -94,10 +95,11 @@ type Sim struct {
 	zipf       []float64
 	perm       []int
 
-	cpu      time.Duration
-	requests uint64
-	m        metrics
-	starting bool // the first members start: their registrations make one revision
+	cpu         time.Duration // hosts' CPU time for the sampled renewals
+	cpuRequests uint64        // the entries of the sampled renewals
+	requests    uint64
+	m           metrics
+	starting    bool // the first members start: their registrations make one revision
 	// onOver, when set, is called at every moment a route is over its
 	// budget (tests dump the state with it).
 	onOver func(route int)
@@ -268,8 +270,14 @@ func (s *Sim) startMember(m *member) {
 	s.m.eligibilityChanged()
 }
 
-// Run runs the simulation to its end and returns its figures.
+// cpuSampleEvery: one renewal in so many is timed (by entries handled).
+const cpuSampleEvery = 7
+
+// Run runs the simulation to its end and returns its figures. It keeps its
+// goroutine on one thread, whose CPU time it reads.
 func (s *Sim) Run() Result {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cfg := s.cfg
 	for i := range cfg.Members {
 		m := &member{s: s, i: i, pools: map[int]*pool{}}

@@ -98,9 +98,10 @@ func run(cells []cell, seed uint64, workers int) []fleetsim.Result {
 func report(w io.Writer, cells []cell, results []fleetsim.Result, seed uint64, took time.Duration) {
 	cfg := results[0].Config
 	fmt.Fprintf(w, "Seed %d; %d members' callers each (Zipf %.1f over the routes, dealt again every %v); budget max(64, 0.3 N) per route; "+
-		"lease %v, etcd session TTL %v, %d shards; messages delayed %v-%v, %.0f%% lost; %v simulated per run; %v on this machine (%s, %d CPUs).\n\n",
+		"lease %v, etcd session TTL %v, %d shards; messages delayed %v-%v, %.0f%% lost; %v simulated per run; %v on this machine (%s, %d CPUs); "+
+		"host CPU from the %s.\n\n",
 		seed, cfg.Callers, cfg.Zipf, cfg.Shift, cfg.Lease, cfg.TTL, cfg.Shards, cfg.MinDelay, cfg.MaxDelay, cfg.Loss*100,
-		cfg.Duration, took.Round(time.Second), runtime.Version(), runtime.NumCPU())
+		cfg.Duration, took.Round(time.Second), runtime.Version(), runtime.NumCPU(), results[0].CPUClock)
 
 	fmt.Fprintln(w, "| N | R | budget | routes a member uses | worst over the budget | mean use of the fair division | Jain (mean, lowest minute) | messages a member sends and receives /s | per 1,000 routes | renewals a member sends /s | host messages /s (mean, most) | host CPU per request |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
