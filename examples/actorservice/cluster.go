@@ -3,14 +3,12 @@ package main
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/fleet/etcdprovider"
@@ -33,7 +31,7 @@ func joinCluster(sys *actor.ActorSystem, spec string) (*cluster.Cluster, *client
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(fleet.Kind()))
 	c := cluster.New(sys, cfg)
 	c.StartMember()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(etcdprovider.ClientConfig([]string{endpoint}))
 	if err != nil {
 		c.Shutdown(true)
 		return nil, nil, err

@@ -15,7 +15,6 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
@@ -103,7 +102,7 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	cl.StartMember()
 	// The fleet's own etcd client, made after StartMember (an earlier one
 	// races with remote.Start's gRPC logger).
-	etcdCli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	etcdCli, err := clientv3.New(etcdprovider.ClientConfig(cfg.Etcd))
 	if err != nil {
 		cl.Shutdown(true)
 		return err
