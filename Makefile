@@ -118,7 +118,7 @@ fleet-sim:
 
 ## fleet-etcd-restart: three member processes on a real etcd, which is killed
 ## (SIGKILL) for 15 s and restarted, 20 runs: the upstream never sees more
-## connections than the budget. About a minute a run.
+## connections than the budget. About a minute and a half a run.
 fleet-etcd-restart:
 	$(GO) test -count=1 -timeout 60m -run '^TestProcessesHoldTheBudgetWhenEtcdRestarts$$' -v ./fleet/ -args -fleet.etcdrestarts=20
 

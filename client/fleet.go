@@ -14,8 +14,8 @@ import (
 const (
 	FleetNone  = "none"  // no share held: not asked for yet, being asked for, or given back
 	FleetLease = "lease" // the share is a lease from the route's ledger in the fleet
-	FleetSafe  = "safe"  // a lease from a ledger in safe mode (taken over from a member that died): no more than the floor
-	FleetFloor = "floor" // the lease expired and the ledger cannot be reached: the share is the floor
+	FleetSafe  = "safe"  // a lease from a ledger in safe mode (taken over from a member that died): no more than the route holds
+	FleetFloor = "floor" // the lease expired while its ledger's owner cannot reach etcd: the share is the floor it vouches for
 )
 
 // fleetStopTimeout bounds how long Close waits for the keeper to give its

@@ -19,19 +19,20 @@ type Options struct {
 	// MaxConnsPerRoute is the most connections per route that all the nodes
 	// of the cluster together may open. Required, > 0.
 	MaxConnsPerRoute int
-	// Floor is what a node may use of a route while its lease has lapsed and
-	// the route's ledger cannot be reached (while the owner of the ledger
-	// keeps counting it, see the package documentation). 0 means
-	// MaxConnsPerRoute divided by the nodes registered; a negative Floor
-	// means 0: the node then opens nothing without a lease. A floor above
-	// MaxConnsPerRoute / nodes lets the fleet exceed the budget when every
-	// node is on its floor at once.
+	// Floor bounds what a node may use of a route while its lease has
+	// lapsed and the owner of the route's ledger, cut off from etcd, vouches
+	// for it (and keeps counting it; see the package documentation). 0
+	// means MaxConnsPerRoute divided by the nodes registered; a
+	// negative Floor means 0: the node then opens nothing without a lease.
+	// No floor lets the fleet exceed the budget: an owner vouches for no
+	// more than its ledger counts for the node.
 	Floor int
 	// Etcd is the etcd the fleet keeps its registry and the owners of its
 	// ledgers in: the source of truth that fences every grant (the
 	// cluster's member provider may be another). Required; the budget never
-	// closes it. Create it after the cluster's StartMember (PROTOACTOR: an
-	// etcd client made earlier races with remote.Start's gRPC logger).
+	// closes it. Create it after the cluster's StartMember (an etcd client
+	// made earlier races with the gRPC logger remote.Start installs), with
+	// a short reconnect back-off (etcdprovider.ClientConfig).
 	Etcd *clientv3.Client
 	// Prefix is where the fleet's keys live in etcd (default
 	// "/connactor/fleet-budgets/<cluster name>/"). Every member of a fleet
@@ -39,12 +40,14 @@ type Options struct {
 	// provider (protoactor's etcd provider watches <its root>/<cluster name>
 	// and everything that starts with it).
 	Prefix string
-	// SessionTTL is the TTL of each member's session in etcd (default two
-	// leases, 6 s). A member that dies or is cut off from etcd loses its
-	// ledgers and its place in the registry that long after its last
-	// keepalive: a shorter TTL moves them sooner; a longer one rides out a
-	// longer etcd outage before the shares fall to their floors (see the
-	// package documentation).
+	// SessionTTL is the TTL of each member's session in etcd (default the
+	// lease and 2 s, 5 s; at least 2 s). A member that dies or is cut off
+	// from etcd loses its ledgers and its place in the registry that long
+	// after its last keepalive: a shorter TTL moves them sooner; a longer
+	// one rides out a longer etcd outage before the shares fall to their
+	// floors, and gives the members' etcd clients longer to find a
+	// restarted etcd before their sessions expire (see the package
+	// documentation).
 	SessionTTL time.Duration
 
 	// coord replaces etcd in this package's tests.
@@ -85,7 +88,7 @@ func New(c *cluster.Cluster, opt Options) (*Budget, error) {
 	}
 	if opt.SessionTTL == 0 {
 		kc, _ := kindConfig(c)
-		opt.SessionTTL = max(2*kc.Lease, 2*time.Second)
+		opt.SessionTTL = max(kc.Lease+2*time.Second, 2*time.Second)
 	}
 	if opt.Prefix == "" {
 		opt.Prefix = "/connactor/fleet-budgets/" + c.Config.Name + "/"

@@ -27,10 +27,10 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/fleet/etcdprovider"
 	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
@@ -52,7 +52,7 @@ func startEtcd(t testing.TB) *clientv3.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Stop() })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(etcdprovider.ClientConfig([]string{e.Endpoint()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,6 @@ type inMember struct {
 
 type memberSpec struct {
 	callers int
-	floor   int
 }
 
 func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
@@ -130,7 +129,7 @@ func (f *inProcess) startMember(i int, name string, spec memberSpec) *inMember {
 	c := cluster.New(sys, cfg)
 	c.StartMember()
 	m := &inMember{i: i, c: c, renewals: fleettest.NewRenewals(), callers: spec.callers}
-	budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: f.budget, Floor: spec.floor, Etcd: f.etcd, Prefix: "/" + name + "/"})
+	budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: f.budget, Etcd: f.etcd, Prefix: "/" + name + "/"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -320,6 +319,11 @@ func TestClusterOfThreeNeverExceedsTheBudgetUnderLoad(t *testing.T) {
 	took := f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{a: 4, b: 4, c: 4}))
 	t.Logf("fair shares (4 each) held %v after the load started", took.Round(time.Millisecond))
 	for _, m := range f.members {
+		m.loadMu.Lock()
+		t.Logf("member %d: the new route's first response %v after its load started", m.i, m.load.FirstServed().Round(time.Microsecond))
+		m.loadMu.Unlock()
+	}
+	for _, m := range f.members {
 		if st := m.client.Stats(); st.FleetMembers != 3 {
 			t.Errorf("member %d counts %d nodes, want 3", m.i, st.FleetMembers)
 		}
@@ -355,28 +359,28 @@ func TestClusterSurvivorTakesTheWholeBudgetWhenAMemberLeaves(t *testing.T) {
 }
 
 // The member that owns the route's ledger dies. The others keep their
-// leases, then their floor once those run out; when etcd drops the dead
-// member's session (its TTL), another member takes the ledger over, in safe
-// mode for a lease, and the survivors share the whole budget again. The
-// budget holds throughout.
+// leases until they run out, then hold nothing: a floor is used only while
+// a live owner vouches for it (counts it), and a dead one counts nothing.
+// When etcd drops the dead member's session (its TTL), another member takes
+// the ledger over, in safe mode for a lease, and the survivors share the
+// whole budget again. The budget holds throughout.
 func TestClusterLedgerOfADeadMemberMovesAndTheBudgetHolds(t *testing.T) {
-	const floor = 2
-	f := startInProcess(t, 12, memberSpec{callers: 10, floor: floor}, memberSpec{callers: 10, floor: floor}, memberSpec{callers: 10, floor: floor})
+	f := startInProcess(t, 12, memberSpec{callers: 10}, memberSpec{callers: 10}, memberSpec{callers: 10})
 	f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{f.members[0]: 4, f.members[1]: 4, f.members[2]: 4}))
 	host := f.members[f.owner()]
 	survivors := f.others(host)
 	before := f.ownerships()
 	f.crash(host)
 	start := time.Now()
-	f.await("the floor", 15*time.Second, func() bool {
+	f.await("the leases run out", 15*time.Second, func() bool {
 		for _, m := range survivors {
-			if r := f.stats(m); r.FleetShare != floor || r.FleetState != client.FleetFloor {
+			if r := f.stats(m); r.FleetShare != 0 {
 				return false
 			}
 		}
 		return true
 	})
-	t.Logf("the survivors kept their leases and fell to their floor %v after the crash", time.Since(start).Round(time.Millisecond))
+	t.Logf("the survivors kept their leases, then held nothing from %v after the crash", time.Since(start).Round(time.Millisecond))
 	f.await("the dead member's share shared out", 30*time.Second, f.holding(map[*inMember]int{survivors[0]: 6, survivors[1]: 6}))
 	t.Logf("the survivors held 6 each %v after the crash (session TTL, then safe mode)", time.Since(start).Round(time.Millisecond))
 	if f.ownerships() == before || f.owner() == host.i {

@@ -29,9 +29,14 @@ type coordinator interface {
 	// Transfer moves shards, owned by this host at epochs, to host to (bound
 	// to its session), all or none, each at its epoch + 1.
 	Transfer(ctx context.Context, shards []int, epochs []uint64, to protocol.HostInfo) (transferred, error)
-	// Close ends the session: every key bound to it goes (the host's
-	// registration, the shards it still owns).
-	Close(ctx context.Context) error
+	// Leave marks the host as leaving in the registry: no shard is placed
+	// on it from then on, and the others take what it hands them.
+	Leave(ctx context.Context) error
+	// Close ends the session: the host's registration goes at once, the
+	// shards it still owns only after hold (they stay bound to a tombstone
+	// for as long as the host's last grants may run, so that nobody takes
+	// them over and grants the same budget again meanwhile).
+	Close(ctx context.Context, hold time.Duration) error
 }
 
 // coordEvents receives what a coordinator learns. Each call must return at
@@ -39,7 +44,7 @@ type coordinator interface {
 type coordEvents interface {
 	Registry(reg *protocol.Registry)
 	// Confirmed says that the session lives at least until until.
-	Confirmed(until time.Time)
+	Confirmed(session int64, until time.Time)
 	// SessionLost says that the session expired: every key bound to it is
 	// gone. A new session follows.
 	SessionLost()
@@ -52,6 +57,9 @@ type acquired struct {
 	prev  bool            // it had an owner before: safe mode
 	from  protocol.HostID // ok: the shard came by a transfer from this host, whose handoff may still come
 	owner protocol.HostID // !ok: the owner
+	// session is the session the shard is bound to (ok): the host's may
+	// have changed while the call ran.
+	session int64
 }
 
 // transferred is the outcome of Transfer.

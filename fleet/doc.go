@@ -8,8 +8,8 @@
 // # Use
 //
 // Every member registers Kind() among its cluster's kinds, starts, makes an
-// etcd client, and gives New(cluster, Options{MaxConnsPerRoute, Etcd}) to
-// client.Config.Fleet. The client runs in the cluster's actor system; it
+// etcd client (etcdprovider.ClientConfig), and gives New(cluster,
+// Options{MaxConnsPerRoute, Etcd}) to client.Config.Fleet. The client runs in the cluster's actor system; it
 // never shuts the cluster down: the service does, after closing the client.
 //
 // # Parts
@@ -42,7 +42,7 @@
 // etcd is the source of truth; protoactor's membership, which can diverge
 // (after an etcd restart members may disagree for a long time), is not
 // relied on. Each member has a session in etcd (a lease, kept alive every
-// second, Options.SessionTTL, default 6 s) under which it registers its host
+// second, Options.SessionTTL, default 5 s) under which it registers its host
 // and its nodes. Shards are placed on the registered hosts by consistent
 // hashing; a shard's owner takes its key by a transaction that finds no owner
 // (compare-and-swap on revisions), bound to its session, with an epoch that
@@ -62,32 +62,40 @@
 // Moves keep the ledgers: a host that should own a shard by placement (a
 // member joined, or one leaves gracefully) gets it by a transfer, a
 // transaction that moves the key at the epoch it read, and the ledgers follow
-// in a handoff, sent until acknowledged. A shard taken over from a member
-// that died (its session expired) starts in safe mode for a lease: no node
-// gets more than the lease or floor it reports, since the dead member's grants
-// may still run.
+// in a handoff, sent until acknowledged. The shards a leaving member still
+// owns when its session ends stay bound to a tombstone lease in etcd until
+// its last grants ended. A shard taken over from a member whose session
+// ended starts in safe mode for a lease: no node gets more than the lease or
+// floor it reports, since leases the member was handed with the shard, and
+// floors it vouched for, may still run. A node that leaves the registry
+// stays in the ledgers until its last lease and floor ended.
 //
 // # Floors
 //
-// A node whose lease ran out while the route's ledger could not be reached
-// may use its floor (Options.Floor; default the budget divided by the nodes
-// registered), which the ledger's owner counts for it until it renews or
-// leaves the registry. It may do so only while the owner keeps a place for it
-// (it had renewed before), while its own session is confirmed (or a fenced
-// owner vouches for it, for a lease beyond the owner's own session), and,
-// when the owner left the registry, for at most a lease (the new owner's safe
-// mode). Floors add up to no more than the budget.
+// A node whose lease ran out may use a floor only while the route's owner
+// vouches for it: the owner answered its renewal but cannot confirm its own
+// session, so it renews nothing. The floor vouched for is what the ledger
+// counts for the node, at most Options.Floor (default the budget divided by
+// the nodes registered), and the ledger keeps counting it until the vouch
+// ends, a lease after the owner's last confirmation: before another host can
+// take the shard over and leave safe mode. So a floor is never used where
+// nobody counts it, and floors never add up to more than the budget,
+// whatever Options.Floor says.
 //
 // # When etcd is unreachable
 //
 // Members keep renewing for up to the session TTL after their last
-// keepalive, then owners stop granting; nodes fall to their floors for a
-// lease more, then hold nothing until etcd answers again. A restarted etcd
-// gives every lease a whole TTL again, so the same members own the same
-// shards and the leases resume. A member cut off from etcd while others
-// reach it loses its ledgers and its place after the TTL, and by then uses
-// nothing the others do not count. The budget holds throughout; the price of
-// a long outage is availability.
+// keepalive, then owners stop granting; nodes keep the floors their owners
+// vouch for for a lease more, then hold nothing until etcd answers again. A
+// restarted etcd gives every lease a whole TTL again, so the same members own
+// the same shards and the leases resume, if their etcd clients find it again
+// within the TTL: give them a short reconnect back-off
+// (etcdprovider.ClientConfig), as gRPC's own grows towards two minutes during
+// an outage. A member that found etcd too late registers under a new session,
+// and its shards are taken over in safe mode. A member cut off from etcd
+// while others reach it loses its ledgers and its place after the TTL, and by
+// then uses nothing the others do not count. The budget holds throughout; the
+// price of a long outage is availability.
 //
 // # The contract with the supervisor
 //
@@ -122,6 +130,7 @@
 //	go test -count=1 -run '^TestCluster' ./fleet/
 //
 // The multi-process tests (process_test.go) run with it: their three member
-// processes are built without. The etcd-restart scenario runs with
-// -fleet.etcdrestarts=N (make fleet-etcd-restart).
+// processes are built without. The etcd-restart scenario makes one short run
+// by default, and N full ones with -fleet.etcdrestarts=N (make
+// fleet-etcd-restart runs 20).
 package fleet

@@ -47,7 +47,8 @@ type etcdCoordinator struct {
 	lease  clientv3.LeaseID // 0 while no session
 	// nodes are the registered nodes: true once their key is in etcd
 	// under the current session.
-	nodes map[protocol.NodeID]bool
+	nodes   map[protocol.NodeID]bool
+	leaving bool // the host's key says so
 }
 
 func newEtcdCoordinator(cli *clientv3.Client, prefix string, ttl time.Duration, logger *slog.Logger) *etcdCoordinator {
@@ -94,7 +95,7 @@ func (e *etcdCoordinator) keepalive() {
 			cancel()
 			switch {
 			case err == nil:
-				e.events.Confirmed(sent.Add(time.Duration(resp.TTL) * time.Second))
+				e.events.Confirmed(int64(lease), sent.Add(time.Duration(resp.TTL)*time.Second))
 				e.registerPending(lease)
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
 				e.logger.Warn("fleet: the member's session in etcd expired; registering again")
@@ -125,13 +126,13 @@ func (e *etcdCoordinator) openSession() error {
 		return err
 	}
 	e.mu.Lock()
-	host := e.host
+	host, leaving := e.host, e.leaving
 	nodes := make([]protocol.NodeID, 0, len(e.nodes))
 	for n := range e.nodes {
 		nodes = append(nodes, n)
 	}
 	e.mu.Unlock()
-	ops := []clientv3.Op{clientv3.OpPut(e.hostKey(host), strconv.FormatInt(int64(g.ID), 10), clientv3.WithLease(g.ID))}
+	ops := []clientv3.Op{clientv3.OpPut(e.hostKey(host), hostValue(g.ID, leaving), clientv3.WithLease(g.ID))}
 	for _, n := range nodes {
 		ops = append(ops, clientv3.OpPut(e.nodeKey(n), "", clientv3.WithLease(g.ID)))
 	}
@@ -147,7 +148,7 @@ func (e *etcdCoordinator) openSession() error {
 		}
 	}
 	e.mu.Unlock()
-	e.events.Confirmed(sent.Add(time.Duration(g.TTL) * time.Second))
+	e.events.Confirmed(int64(g.ID), sent.Add(time.Duration(g.TTL)*time.Second))
 	return nil
 }
 
@@ -215,12 +216,37 @@ func (e *etcdCoordinator) parseReg(kv *mvccpb.KeyValue) (protocol.HostInfo, prot
 	k := strings.TrimPrefix(string(kv.Key), e.prefix+"reg/")
 	switch {
 	case strings.HasPrefix(k, "h/"):
-		lease, _ := strconv.ParseInt(string(kv.Value), 10, 64)
-		return protocol.HostInfo{ID: protocol.HostID(k[2:]), Lease: lease}, "", len(k) > 2
+		v, leaving := strings.CutSuffix(string(kv.Value), leavingMark)
+		lease, _ := strconv.ParseInt(v, 10, 64)
+		return protocol.HostInfo{ID: protocol.HostID(k[2:]), Lease: lease, Leaving: leaving}, "", len(k) > 2
 	case strings.HasPrefix(k, "n/"):
 		return protocol.HostInfo{}, protocol.NodeID(k[2:]), len(k) > 2
 	}
 	return protocol.HostInfo{}, "", false
+}
+
+// A host key's value is its session's lease id, and leavingMark when it is
+// leaving.
+const leavingMark = " leaving"
+
+func hostValue(lease clientv3.LeaseID, leaving bool) string {
+	v := strconv.FormatInt(int64(lease), 10)
+	if leaving {
+		v += leavingMark
+	}
+	return v
+}
+
+func (e *etcdCoordinator) Leave(ctx context.Context) error {
+	e.mu.Lock()
+	e.leaving = true
+	host, lease := e.host, e.lease
+	e.mu.Unlock()
+	if lease == 0 {
+		return nil // the session, when it opens, says so
+	}
+	_, err := e.cli.Put(ctx, e.hostKey(host), hostValue(lease, true), clientv3.WithLease(lease))
+	return err
 }
 
 func (e *etcdCoordinator) pause(d time.Duration) {
@@ -344,7 +370,7 @@ func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, err
 			return acquired{}, err
 		}
 		if resp.Succeeded {
-			return acquired{ok: true, epoch: next.Epoch, prev: epoch > 0}, nil
+			return acquired{ok: true, epoch: next.Epoch, prev: epoch > 0, session: int64(lease)}, nil
 		}
 		o, _, ok := readOwner(resp.Responses[0].GetResponseRange().Kvs)
 		switch {
@@ -353,7 +379,7 @@ func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, err
 		case o.Host == host && o.Lease == int64(lease):
 			// Ours already: an earlier try whose answer was lost, or a
 			// transfer to us whose handoff has not come.
-			return acquired{ok: true, epoch: o.Epoch, prev: true, from: o.From}, nil
+			return acquired{ok: true, epoch: o.Epoch, prev: true, from: o.From, session: int64(lease)}, nil
 		default:
 			return acquired{owner: o.Host, epoch: o.Epoch}, nil
 		}
@@ -424,7 +450,7 @@ func (e *etcdCoordinator) crash() {
 	e.mu.Unlock()
 }
 
-func (e *etcdCoordinator) Close(ctx context.Context) error {
+func (e *etcdCoordinator) Close(ctx context.Context, hold time.Duration) error {
 	e.cancel()
 	e.loops.Wait()
 	e.mu.Lock()
@@ -434,6 +460,50 @@ func (e *etcdCoordinator) Close(ctx context.Context) error {
 	if lease == 0 {
 		return nil
 	}
+	if err := e.tombstone(ctx, lease, hold); err != nil {
+		// Revoking now would free the shards while grants may run: the
+		// session expires with its TTL instead.
+		return err
+	}
 	_, err := e.cli.Revoke(ctx, lease)
 	return err
+}
+
+// tombstone binds the owner keys still bound to lease to a new lease that
+// lives for hold and is never renewed, all in one transaction that finds
+// them unchanged (read again when one changed meanwhile).
+func (e *etcdCoordinator) tombstone(ctx context.Context, lease clientv3.LeaseID, hold time.Duration) error {
+	var tomb clientv3.LeaseID
+	for {
+		resp, err := e.cli.Get(ctx, e.prefix+"own/", clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		var cmps []clientv3.Cmp
+		var puts []clientv3.Op
+		for _, kv := range resp.Kvs {
+			if clientv3.LeaseID(kv.Lease) != lease {
+				continue
+			}
+			if tomb == 0 {
+				g, err := e.cli.Grant(ctx, int64((hold+time.Second-1)/time.Second))
+				if err != nil {
+					return err
+				}
+				tomb = g.ID
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+			puts = append(puts, clientv3.OpPut(string(kv.Key), string(kv.Value), clientv3.WithLease(tomb)))
+		}
+		if len(puts) == 0 {
+			return nil
+		}
+		t, err := e.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil {
+			return err
+		}
+		if t.Succeeded {
+			return nil
+		}
+	}
 }

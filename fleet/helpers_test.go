@@ -29,20 +29,23 @@ type memCoord struct {
 	nextID   int64
 	sessions map[int64]*memSession
 	owners   map[int]owner
+	tombs    map[int]time.Time // shards of a closed session: owned until then
 	epochs   map[int]uint64
 	down     bool // every call fails, and no confirmation comes
 }
 
 type memSession struct {
-	c      *memCoord
-	lease  int64
-	host   protocol.HostID
-	events coordEvents
-	nodes  map[protocol.NodeID]bool
+	c       *memCoord
+	lease   int64
+	host    protocol.HostID
+	events  coordEvents
+	nodes   map[protocol.NodeID]bool
+	leaving bool
 }
 
 func newMemCoord() *memCoord {
-	return &memCoord{sessions: map[int64]*memSession{}, owners: map[int]owner{}, epochs: map[int]uint64{}}
+	return &memCoord{sessions: map[int64]*memSession{}, owners: map[int]owner{}, tombs: map[int]time.Time{},
+		epochs: map[int]uint64{}}
 }
 
 // member returns a coordinator for one member.
@@ -55,7 +58,7 @@ func (c *memCoord) publish() {
 	var nodes []protocol.NodeID
 	var events []coordEvents
 	for _, s := range c.sessions {
-		hosts = append(hosts, protocol.HostInfo{ID: s.host, Lease: s.lease})
+		hosts = append(hosts, protocol.HostInfo{ID: s.host, Lease: s.lease, Leaving: s.leaving})
 		for n := range s.nodes {
 			nodes = append(nodes, n)
 		}
@@ -76,7 +79,7 @@ func (s *memSession) Open(host protocol.HostID, events coordEvents) {
 	c.nextID++
 	s.lease, s.host, s.events = c.nextID, host, events
 	c.sessions[s.lease] = s
-	events.Confirmed(time.Now().Add(time.Hour))
+	events.Confirmed(s.lease, time.Now().Add(time.Hour))
 	c.publish()
 }
 
@@ -103,15 +106,19 @@ func (s *memSession) Acquire(_ context.Context, shard int) (acquired, error) {
 	if c.down {
 		return acquired{}, errDown
 	}
+	if until, ok := c.tombs[shard]; ok && !time.Now().Before(until) {
+		delete(c.tombs, shard)
+		delete(c.owners, shard)
+	}
 	if o, ok := c.owners[shard]; ok {
 		if o.Lease == s.lease {
-			return acquired{ok: true, epoch: o.Epoch, prev: true, from: o.From}, nil
+			return acquired{ok: true, epoch: o.Epoch, prev: true, from: o.From, session: s.lease}, nil
 		}
 		return acquired{owner: o.Host, epoch: o.Epoch}, nil
 	}
 	c.epochs[shard]++
 	c.owners[shard] = owner{Host: s.host, Lease: s.lease, Epoch: c.epochs[shard]}
-	return acquired{ok: true, epoch: c.epochs[shard], prev: c.epochs[shard] > 1}, nil
+	return acquired{ok: true, epoch: c.epochs[shard], prev: c.epochs[shard] > 1, session: s.lease}, nil
 }
 
 func (s *memSession) Transfer(_ context.Context, shards []int, epochs []uint64, to protocol.HostInfo) (transferred, error) {
@@ -138,14 +145,24 @@ func (s *memSession) Transfer(_ context.Context, shards []int, epochs []uint64, 
 	return transferred{ok: true, epochs: next}, nil
 }
 
-func (s *memSession) Close(context.Context) error {
+func (s *memSession) Leave(context.Context) error {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.leaving = true
+	s.c.publish()
+	return nil
+}
+
+func (s *memSession) Close(_ context.Context, hold time.Duration) error {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.sessions, s.lease)
 	for sh, o := range c.owners {
 		if o.Lease == s.lease {
-			delete(c.owners, sh)
+			o.Lease = -1 // nobody's session
+			c.owners[sh] = o
+			c.tombs[sh] = time.Now().Add(hold)
 		}
 	}
 	c.publish()

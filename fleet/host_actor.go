@@ -61,9 +61,9 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *registryChanged:
 		a.h.SetRegistry(m.reg, time.Now())
 	case *sessionConfirmed:
-		a.h.Confirmed(m.until)
+		a.h.Confirmed(m.session, m.until)
 	case *sessionLost:
-		a.h.SessionLost(time.Now())
+		a.h.SessionLost()
 	case *hostAcquireResult:
 		a.onAcquired(m)
 	case *hostTransferResult:
@@ -130,6 +130,9 @@ func (a *hostActor) onAcquired(m *hostAcquireResult) {
 	switch {
 	case m.err != nil:
 		a.m.logger.Debug("fleet: a shard could not be acquired", slog.Int("shard", m.shard), slog.Any("error", m.err))
+		a.h.AcquireFailed(m.shard, "", now)
+	case m.res.ok && m.res.session != a.h.Session():
+		// Bound to a session that has ended since: the shard went with it.
 		a.h.AcquireFailed(m.shard, "", now)
 	case m.res.ok && m.res.from != "":
 		a.h.OwnedAlready(m.shard, m.res.epoch, m.res.from, now)

@@ -52,11 +52,9 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		a.self = ctx.Self()
 		a.kc.Node = nodeID(a.self)
 		a.k = protocol.NewKeeper(a.kc, keeperSink{a})
-		reg, until := a.m.addKeeper(a.self)
-		if reg != nil {
+		if reg := a.m.addKeeper(a.self); reg != nil {
 			a.k.SetRegistry(reg, now)
 		}
-		a.k.Confirmed(until)
 		a.stop = make(chan struct{})
 		a.m.ticker(a.self, theKeeperTick, a.stop)
 		return
@@ -74,8 +72,6 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 	case *keeperTick:
 	case *registryChanged:
 		a.k.SetRegistry(m.reg, now)
-	case *sessionConfirmed:
-		a.k.Confirmed(m.until)
 	case *sessionLost:
 		a.k.SessionLost()
 	case *keeperSnapshotRequest:

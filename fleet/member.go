@@ -48,7 +48,6 @@ type member struct {
 	mu      sync.Mutex
 	keepers map[*actor.PID]bool
 	reg     *protocol.Registry // the latest, for keepers that start later
-	until   time.Time          // the latest confirmation of the session
 	refs    int
 }
 
@@ -111,6 +110,9 @@ func (m *member) leave(ctx context.Context) {
 		m.calls.Wait()
 		return
 	}
+	if err := m.coord.Leave(ctx); err != nil {
+		m.logger.Debug("fleet: the member could not say in etcd that it leaves", slog.Any("error", err))
+	}
 	done := make(chan struct{})
 	m.sys.Root.Send(m.host, &hostLeaveRequest{done: done})
 	select {
@@ -118,22 +120,24 @@ func (m *member) leave(ctx context.Context) {
 	case <-m.hostDone:
 	case <-ctx.Done():
 	}
-	if err := m.coord.Close(ctx); err != nil {
-		m.logger.Warn("fleet: the member's session in etcd did not end; it expires with its TTL", slog.Any("error", err))
-	}
 	m.sys.Root.Poison(m.host)
 	select {
 	case <-m.hostDone:
 	case <-ctx.Done():
 	}
+	// The host's last grants end within a lease of its stop: the shards it
+	// still owns stay its own until then.
+	if err := m.coord.Close(ctx, m.kind.Lease+time.Second); err != nil {
+		m.logger.Warn("fleet: the member's session in etcd did not end; it expires with its TTL", slog.Any("error", err))
+	}
 	m.calls.Wait()
 }
 
-func (m *member) addKeeper(pid *actor.PID) (*protocol.Registry, time.Time) {
+func (m *member) addKeeper(pid *actor.PID) *protocol.Registry {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.keepers[pid] = true
-	return m.reg, m.until
+	return m.reg
 }
 
 func (m *member) removeKeeper(pid *actor.PID) {
@@ -165,21 +169,11 @@ func (m *member) Registry(reg *protocol.Registry) {
 	m.tell(&registryChanged{reg: reg})
 }
 
-func (m *member) Confirmed(until time.Time) {
-	m.mu.Lock()
-	if until.After(m.until) {
-		m.until = until
-	}
-	m.mu.Unlock()
-	m.tell(&sessionConfirmed{until: until})
+func (m *member) Confirmed(session int64, until time.Time) {
+	m.sys.Root.Send(m.host, &sessionConfirmed{session: session, until: until}) // only hosts fence on it
 }
 
-func (m *member) SessionLost() {
-	m.mu.Lock()
-	m.until = time.Time{}
-	m.mu.Unlock()
-	m.tell(&sessionLost{})
-}
+func (m *member) SessionLost() { m.tell(&sessionLost{}) }
 
 // nodePID is the keeper actor a NodeID names ("address/id").
 func nodePID(n protocol.NodeID) *actor.PID {
@@ -212,7 +206,10 @@ type (
 	// registryChanged carries a new version of the registry.
 	registryChanged struct{ reg *protocol.Registry }
 	// sessionConfirmed: the member's session lives at least until until.
-	sessionConfirmed struct{ until time.Time }
+	sessionConfirmed struct {
+		session int64
+		until   time.Time
+	}
 	// sessionLost: the member's session expired; a new one follows.
 	sessionLost struct{}
 )

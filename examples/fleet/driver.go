@@ -115,7 +115,7 @@ func (f *driver) play() error {
 	f.header()
 	var (
 		killedAt             time.Time
-		floorBack, leaseBack time.Duration // until the survivors held the whole budget, on floors or leases
+		wholeBack, leaseBack time.Duration // until the survivors held the whole budget, and on leases out of safe mode
 	)
 	for row := 1; time.Since(start) < f.o.duration; row++ {
 		f.wait(time.Until(start.Add(time.Duration(row) * f.o.every)))
@@ -132,8 +132,8 @@ func (f *driver) play() error {
 				held += f.last[n].Held
 				leased = leased && !f.last[n].OnFloor && !f.last[n].Safe
 			}
-			if held == f.o.budget && floorBack == 0 {
-				floorBack = time.Since(killedAt)
+			if held == f.o.budget && wholeBack == 0 {
+				wholeBack = time.Since(killedAt)
 				notes = append(notes, "the survivors hold the whole budget")
 			}
 			if held == f.o.budget && leased && leaseBack == 0 {
@@ -143,7 +143,7 @@ func (f *driver) play() error {
 		}
 		f.row(time.Since(start), strings.Join(notes, ", "))
 	}
-	return f.summary(floorBack, leaseBack)
+	return f.summary(wholeBack, leaseBack)
 }
 
 func (f *driver) header() {
@@ -179,18 +179,18 @@ func (f *driver) row(t time.Duration, note string) {
 	fmt.Fprintf(f.out, "  %2d of %-2d budget  %8.0f  %s\n", s.Open, f.o.budget, rate, note)
 }
 
-func (f *driver) summary(floorBack, leaseBack time.Duration) error {
+func (f *driver) summary(wholeBack, leaseBack time.Duration) error {
 	fmt.Fprintf(f.out, "\nshare/held: the node's share of the budget and the connections it holds (dials included);\n"+
-		"floor: the lease expired while the route's ledger could not be reached, so the node uses its\n"+
-		"  floor (budget / nodes registered in etcd), which the ledger's owner counts;\n"+
+		"floor: the lease expired while the owner of the route's ledger cannot reach etcd: the node uses\n"+
+		"  the floor the owner vouches for (at most budget / nodes registered), which it keeps counting;\n"+
 		"safe: the ledger was taken over from a member that died (once etcd dropped its session): for\n"+
-		"  one lease (%v) it grants no node more than the lease or floor it has\n", fleet.DefaultLease)
+		"  one lease (%v) it grants no node more than it has\n", fleet.DefaultLease)
 	s := f.up.Stats()
 	late := f.up.PeakAllowingLateCloses(lateClose)
 	fmt.Fprintf(f.out, "\nthe upstream: %d connections accepted, %d closed, %d requests served\n", s.Accepted, s.Closed, s.Served)
 	fmt.Fprintf(f.out, "peak: %d connections open at once (%d counting closes up to %v late) against a budget of %d\n", s.Peak, late, lateClose, f.o.budget)
 	if f.dead != "" {
-		fmt.Fprintf(f.out, "the dead node's share came back to the survivors %s on floors, %s on leases\n", since(floorBack), since(leaseBack))
+		fmt.Fprintf(f.out, "the survivors held the whole budget %s after the kill (%s on leases out of safe mode)\n", since(wholeBack), since(leaseBack))
 	}
 	for _, n := range f.alive() {
 		e := f.last[n]

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/connactor/connactor/fleet/internal/protocol"
@@ -93,18 +94,50 @@ func (e *etcd) expire(l *lease) {
 	e.revoke(l.id)
 }
 
-func (e *etcd) revoke(id int64) {
+func (e *etcd) revoke(id int64) { e.end(id, 0) }
+
+// close ends a session gracefully: the shards it still owns are bound to a
+// tombstone lease of hold (a lease and a second) that nobody keeps alive, so
+// that no other host takes them before the grants made under them ended.
+func (e *etcd) close(id int64, hold time.Duration) { e.end(id, hold) }
+
+func (e *etcd) end(id int64, hold time.Duration) {
 	l := e.leases[id]
 	if l == nil {
 		return
 	}
 	delete(e.leases, id)
+	var tomb *lease
+	if hold > 0 {
+		e.nextID++
+		tomb = &lease{id: e.nextID, expires: e.s.c.now.Add(hold), shards: map[int]bool{}}
+		e.leases[tomb.id] = tomb
+		e.s.c.at(tomb.expires, func() { e.expire(tomb) })
+	}
 	for s := range l.shards {
-		if o := e.owners[s]; o.lease == id {
+		o := e.owners[s]
+		switch {
+		case o.lease != id:
+		case tomb != nil:
+			o.lease = tomb.id
+			e.owners[s] = o
+			tomb.shards[s] = true
+		default:
 			delete(e.owners, s)
 		}
 	}
-	e.change(nil, []protocol.HostID{l.host.ID}, nil, []protocol.NodeID{l.node})
+	if l.host.ID != "" { // a tombstone registered nothing
+		e.change(nil, []protocol.HostID{l.host.ID}, nil, []protocol.NodeID{l.node})
+	}
+}
+
+// leaving marks the host of session id as leaving (its registration says
+// so: no shard is placed on it).
+func (e *etcd) leaving(id int64) {
+	if l := e.leases[id]; l != nil && !e.down {
+		l.host.Leaving = true
+		e.change([]protocol.HostInfo{l.host}, nil, nil, nil)
+	}
 }
 
 // change makes the registry's next revision and sends it to every member.
@@ -123,12 +156,22 @@ func (e *etcd) setDown(down bool) {
 	if down {
 		return
 	}
-	for _, l := range e.leases {
+	ids := make([]int64, 0, len(e.leases))
+	for id := range e.leases {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // in order: the expiries fall at one time, and their order counts
+	for _, id := range ids {
+		l := e.leases[id]
 		l.expires = e.s.c.now.Add(e.ttl)
 		e.s.c.at(l.expires, func() { e.expire(l) })
 	}
+	// Each member's etcd client finds etcd again when its reconnection's
+	// back-off next tries (gRPC's grows to seconds during an outage): some
+	// only after their sessions' refreshed TTL has run out.
 	for _, m := range e.s.members {
-		m.watch(e.reg)
+		m.etcdFrom = e.s.c.now.Add(time.Duration(e.s.c.rng.Int64N(int64(e.s.cfg.EtcdReconnect) + 1)))
+		e.s.c.at(m.etcdFrom, func() { m.watch(e.reg) })
 	}
 }
 

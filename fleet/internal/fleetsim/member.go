@@ -33,6 +33,10 @@ type member struct {
 	// change or a nudge asks for one).
 	soon bool
 
+	// etcdFrom: the member's etcd client reaches etcd again from then on
+	// (after an outage, its reconnection's back-off).
+	etcdFrom time.Time
+
 	// Counts for the figures.
 	sent, hostMsgs uint64
 }
@@ -70,8 +74,7 @@ func (m *member) openSession(gen int) {
 	m.lease = l.id
 	now := m.s.c.now
 	until := now.Add(m.s.cfg.TTL)
-	m.host.Confirmed(until)
-	m.keeper.Confirmed(until)
+	m.host.Confirmed(l.id, until)
 	m.watch(m.s.etcd.reg)
 }
 
@@ -125,13 +128,13 @@ func (m *member) keepalive(gen int) {
 		}
 		if res.(bool) {
 			until := sent.Add(m.s.cfg.TTL)
-			m.host.Confirmed(until)
-			m.keeper.Confirmed(until)
+			m.host.Confirmed(id, until)
 			return
 		}
 		// The session expired: every key bound to it is gone. Register
 		// again under a new one.
-		m.host.SessionLost(m.s.c.now)
+		m.host.SessionLost()
+		m.keeper.SessionLost()
 		m.openSession(gen)
 	})
 	m.s.c.after(time.Second, func() { m.keepalive(gen) })
@@ -139,7 +142,7 @@ func (m *member) keepalive(gen int) {
 
 // watch delivers a registry version to this member after a delay, in order.
 func (m *member) watch(reg *protocol.Registry) {
-	if !m.alive || m.partitioned || m.s.etcd.down {
+	if !m.alive || m.partitioned || m.s.etcd.down || m.s.c.now.Before(m.etcdFrom) {
 		return
 	}
 	gen := m.gen
@@ -183,6 +186,8 @@ func (m *member) leave() {
 		m.keeper.Usage(m.s.routes[p.route], 0, 0, 0, now)
 	}
 	m.keeper.Release(now)
+	id := m.lease
+	m.s.toEtcdResult(m, func() any { m.s.etcd.leaving(id); return nil }, func(any, bool) {})
 	m.host.Leave(now)
 	gen := m.gen
 	m.s.c.after(5*time.Second, func() { // shards that could not move are released with the session
@@ -195,7 +200,8 @@ func (m *member) leave() {
 func (m *member) finishLeave() {
 	m.alive = false
 	id := m.lease
-	m.s.toEtcdResult(m, func() any { m.s.etcd.revoke(id); return true }, func(any, bool) {})
+	hold := m.s.cfg.Lease + time.Second
+	m.s.toEtcdResult(m, func() any { m.s.etcd.close(id, hold); return true }, func(any, bool) {})
 }
 
 // memberSink is the host's and keeper's outside world: the network and

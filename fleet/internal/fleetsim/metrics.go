@@ -18,6 +18,10 @@ const (
 	shortfallMax = 0.05
 )
 
+// settleHold is how long the fleet must stay converged after a change to
+// count as converged (from the first sample of that stretch).
+const settleHold = 3 * time.Second
+
 type metrics struct {
 	s *Sim
 
@@ -59,8 +63,8 @@ type sample struct {
 type Change struct {
 	At       time.Duration // since the start
 	What     string
-	Converge time.Duration // until converged for good (within the change's window)
-	Settled  bool          // converged before the next change
+	Converge time.Duration // until converged, to stay so for settleHold
+	Settled  bool          // converged so before the next change
 }
 
 func (mt *metrics) init(s *Sim) { mt.s = s; mt.dirty = true; mt.acc = map[*pool]*fairAcc{} }
@@ -291,20 +295,27 @@ func (mt *metrics) result() Result {
 		if i+1 < len(mt.changes) {
 			end = t0.Add(mt.changes[i+1].At)
 		}
-		last := time.Time{}
-		var lastSample sample
+		// Converged once it stays so for settleHold (or to the window's
+		// end): demand that comes and goes makes brief dips later on,
+		// which are not the change's doing.
+		var since time.Time
+		c.Settled, c.Converge = false, 0
 		for _, smp := range mt.samples {
 			if smp.at.Before(start) || !smp.at.Before(end) {
 				continue
 			}
-			lastSample = smp
-			if !smp.converged {
-				last = smp.at
+			switch {
+			case !smp.converged:
+				since = time.Time{}
+			case since.IsZero():
+				since = smp.at
+			}
+			if !since.IsZero() && smp.at.Sub(since) >= settleHold {
+				break
 			}
 		}
-		c.Settled = lastSample.converged || lastSample.at.IsZero()
-		if !last.IsZero() {
-			c.Converge = last.Add(sampleEvery).Sub(start)
+		if !since.IsZero() {
+			c.Settled, c.Converge = true, since.Sub(start)
 		}
 		mt.changes[i] = c
 	}

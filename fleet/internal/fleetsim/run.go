@@ -25,6 +25,11 @@ type Config struct {
 
 	MinDelay, MaxDelay time.Duration
 	Loss               float64
+	// EtcdReconnect bounds how long after an etcd outage a member's client
+	// reaches etcd again (drawn uniformly; default 1 s, the reconnect
+	// back-off of etcdprovider.ClientConfig; gRPC's own grows towards two
+	// minutes during an outage).
+	EtcdReconnect time.Duration
 
 	Duration time.Duration
 	// Shift is how often the routes' popularity changes (the Zipf ranks are
@@ -57,9 +62,10 @@ func (c Config) Defaults() Config {
 		c.Shards = protocol.DefaultShards
 	}
 	def(&c.Lease, protocol.DefaultLease)
-	def(&c.TTL, 6*time.Second)
+	def(&c.TTL, 5*time.Second)
 	def(&c.MinDelay, time.Millisecond)
 	def(&c.MaxDelay, 50*time.Millisecond)
+	def(&c.EtcdReconnect, time.Second)
 	def(&c.Duration, 300*time.Second)
 	def(&c.Shift, time.Minute)
 	return c
@@ -175,7 +181,7 @@ func (s *Sim) toEtcdResult(m *member, op func() any, done func(any, bool)) {
 			}
 		}
 	})
-	if m.partitioned || s.etcd.down || s.net.lost() {
+	if m.partitioned || s.etcd.down || s.c.now.Before(m.etcdFrom) || s.net.lost() {
 		return
 	}
 	s.c.after(s.net.delay(), func() {

@@ -75,6 +75,7 @@ func Encode(msg any) []byte {
 		return str([]byte{tagNudge}, 1, string(m.Host))
 	case Handoff:
 		b := appendShard([]byte{tagHandoff}, m.From, m.Shard, m.Epoch)
+		b = num(b, 5, uint64(m.ToSession))
 		for _, l := range m.Ledgers {
 			var lb []byte
 			lb = str(lb, 1, l.Route)
@@ -91,6 +92,8 @@ func Encode(msg any) []byte {
 				hb = sint(hb, 9, h.Floor)
 				hb = boolean(hb, 10, h.Lapsed)
 				hb = dur(hb, 11, h.ExpiresIn)
+				hb = sint(hb, 12, h.Vouched)
+				hb = dur(hb, 13, h.VouchedFor)
 				lb = protowire.AppendTag(lb, 2, protowire.BytesType)
 				lb = protowire.AppendBytes(lb, hb)
 			}
@@ -274,6 +277,8 @@ func Decode(b []byte) (any, error) {
 		err := fields(body, func(n protowire.Number, f field) error {
 			switch {
 			case shardField(n, f, &m.From, &m.Shard, &m.Epoch):
+			case n == 5:
+				m.ToSession = int64(f.v)
 			case n == 4:
 				var l LedgerState
 				if err := fields(f.b, func(n protowire.Number, f field) error {
@@ -306,6 +311,10 @@ func Decode(b []byte) (any, error) {
 								h.Lapsed = f.v != 0
 							case 11:
 								h.ExpiresIn = time.Duration(f.int())
+							case 12:
+								h.Vouched = f.int()
+							case 13:
+								h.VouchedFor = time.Duration(f.int())
 							}
 							return nil
 						}); err != nil {

@@ -15,8 +15,8 @@ var codecSamples = []any{
 			{Status: StatusNotOwner, Owner: "127.0.0.1:8091"}}},
 	RenewReply{Host: "h", Seq: 1, Stale: true},
 	Nudge{Host: "127.0.0.1:8090"},
-	Handoff{From: "h0", Shard: 17, Epoch: 3, Ledgers: []LedgerState{{Route: "http://10.0.0.1:80",
-		Holders: []HolderState{{Node: "n1", Budget: 12, Has: 4, Held: 4, Need: 6, Want: 7, Grant: 4, Floor: 4, ExpiresIn: 2 * time.Second}, {Node: "n2", Lapsed: true, Floor: 4}}}}},
+	Handoff{From: "h0", Shard: 17, Epoch: 3, ToSession: 7, Ledgers: []LedgerState{{Route: "http://10.0.0.1:80",
+		Holders: []HolderState{{Node: "n1", Budget: 12, Has: 4, Held: 4, Need: 6, Want: 7, Grant: 4, Floor: 4, ExpiresIn: 2 * time.Second}, {Node: "n2", Lapsed: true, Floor: 4, Vouched: 2, VouchedFor: time.Second}}}}},
 	HandoffAck{From: "h1", Shard: 17, Epoch: 3},
 }
 

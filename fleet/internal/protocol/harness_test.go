@@ -112,14 +112,13 @@ func newFleet(t *testing.T, hosts, nodes, budget int) *fleet {
 	for i := range hosts {
 		id := HostID(fmt.Sprintf("h%d", i))
 		f.hosts[id] = NewHost(HostConfig{ID: id}, hostSink{f, id})
-		f.hosts[id].Confirmed(t0.Add(time.Hour))
+		f.hosts[id].Confirmed(int64(i+1), t0.Add(time.Hour))
 		his = append(his, HostInfo{ID: id, Lease: int64(i + 1)})
 	}
 	var ns []NodeID
 	for i := range nodes {
 		id := NodeID(fmt.Sprintf("n%d", i))
 		f.nodes[id] = NewKeeper(KeeperConfig{Node: id, Budget: budget}, keeperSink{f, id})
-		f.nodes[id].Confirmed(t0.Add(time.Hour))
 		f.shares[id] = map[string]int{}
 		f.demand[id], f.held[id] = map[string]int{}, map[string]int{}
 		f.order = append(f.order, id)
@@ -229,16 +228,7 @@ func (f *fleet) within(route string, budget int) func() {
 func (k *Keeper) DebugRoutes() []string {
 	var out []string
 	for _, r := range k.order.items {
-		out = append(out, fmt.Sprintf("%s host %s owner %s grant %d lease %v floor %d known %v vouch %v gone %v fresh %v sent %d/%d/%d", r.name, r.host, r.owner, r.grant, r.leaseUntil, r.floor, r.known, r.vouchUntil, r.ownerGoneAt, r.fresh, r.sentHas, r.sentHeld, r.sentWant))
-	}
-	return out
-}
-
-// Dump describes the ledger's holders, for failure reports.
-func (l *Ledger) Dump() string {
-	out := ""
-	for _, hs := range l.state(time.Time{}).Holders {
-		out += fmt.Sprintf("[%s b%d has%d held%d want%d floor%d/%d grant%d lapsed%v] ", hs.Node, hs.Budget, hs.Has, hs.Held, hs.Want, hs.OnFloor, hs.Floor, hs.Grant, hs.Lapsed)
+		out = append(out, fmt.Sprintf("%s host %s owner %s grant %d lease %v known %v vouched %d until %v fresh %v sent %d/%d/%d", r.name, r.host, r.owner, r.grant, r.leaseUntil, r.known, r.vouched, r.vouchUntil, r.fresh, r.sentHas, r.sentHeld, r.sentWant))
 	}
 	return out
 }

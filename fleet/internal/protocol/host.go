@@ -77,7 +77,11 @@ type Host struct {
 
 	reg      *Registry
 	regSince map[HostID]time.Time // when each registered host was first seen
-	// confirmedUntil: the host's session lives at least until then (the
+	gone     map[HostID]bool      // hosts the registry dropped (and has not listed again)
+	// session is the coordinator's id of the host's session (its lease in
+	// etcd; 0: none): the shards the host owns are bound to it.
+	session int64
+	// confirmedUntil: the session lives at least until then (the
 	// coordinator's last confirmation).
 	confirmedUntil time.Time
 	leaving        bool
@@ -86,9 +90,20 @@ type Host struct {
 	sorder   set[int] // the shards' ids, in a deterministic order
 	sessions map[NodeID]*nodeSession
 	hints    map[int]HostID // owners learned when an acquisition failed, or a shard moved away
-	expiry   expiryHeap
-	outgoing map[int]*outgoing // handoffs sent, until acknowledged
-	lastMove time.Time
+	// notBefore: an acquisition failed with no owner to send nodes to (etcd
+	// did not answer, or the owner's session has ended but its key is
+	// still there): the shard is not asked for again before then.
+	notBefore map[int]time.Time
+	expiry    expiryHeap
+	outgoing  map[int]*outgoing // handoffs sent, until acknowledged
+	lastMove  time.Time
+	// departed are nodes the registry dropped, with when the host may
+	// forget them: their leases (all end within a lease of the drop) and
+	// the floors this host vouched for must have run out first.
+	departed []departure
+	// mine are the shards placed on this host by the registry mineReg.
+	mine    []int
+	mineReg *Registry
 
 	// Requests counts the entries handled (for the simulation's figures).
 	Requests uint64
@@ -108,9 +123,10 @@ type shard struct {
 	epoch   uint64
 	ledgers map[string]*Ledger
 	// safeUntil: the shard was taken over from an owner whose session ended
-	// (it died, or was cut off from etcd): its leases ended before, but
-	// nodes may use their floors without renewing here; until then no node
-	// gets more than its floor (no limit when floors are 0).
+	// (it died, or was cut off from etcd, or closed): the leases it granted
+	// ended before, but those it was handed with the shard, and the floors
+	// vouched for, may run for up to a lease more. Until then no node gets
+	// more than it has or uses as its floor (safe mode).
 	safeUntil time.Time
 	// awaiting: ownership came by a transfer whose handoff has not arrived;
 	// safe until it does, or its sender leaves the registry.
@@ -131,23 +147,35 @@ type outgoing struct {
 // NewHost returns a host that owns nothing.
 func NewHost(cfg HostConfig, sink HostSink) *Host {
 	cfg.fill()
-	return &Host{cfg: cfg, sink: sink, regSince: map[HostID]time.Time{}, shards: map[int]*shard{},
-		sessions: map[NodeID]*nodeSession{}, hints: map[int]HostID{}, outgoing: map[int]*outgoing{}}
+	return &Host{cfg: cfg, sink: sink, regSince: map[HostID]time.Time{}, gone: map[HostID]bool{}, shards: map[int]*shard{},
+		sessions: map[NodeID]*nodeSession{}, hints: map[int]HostID{}, notBefore: map[int]time.Time{},
+		outgoing: map[int]*outgoing{}}
 }
 
 // Config returns the host's configuration with its defaults filled in.
 func (h *Host) Config() HostConfig { return h.cfg }
 
-// Confirmed records that the host's session lives at least until until.
-func (h *Host) Confirmed(until time.Time) {
+// Confirmed records that the host's session lives at least until until. A
+// session other than the one the host had means the old one is gone, with
+// every shard bound to it.
+func (h *Host) Confirmed(session int64, until time.Time) {
+	if session != h.session {
+		h.SessionLost()
+		h.session = session
+	}
 	if until.After(h.confirmedUntil) {
 		h.confirmedUntil = until
 	}
 }
 
+// Session returns the session the host's shards are bound to (0: none): a
+// coordinator's answer to a call made under another session is stale.
+func (h *Host) Session() int64 { return h.session }
+
 // SessionLost records that the host's session expired: every key bound to it
 // is gone, so it owns nothing any more (a new session starts over).
-func (h *Host) SessionLost(now time.Time) {
+func (h *Host) SessionLost() {
+	h.session = 0
 	h.confirmedUntil = time.Time{}
 	for _, id := range slices.Clone(h.sorder.items) {
 		h.dropShard(id)
@@ -160,11 +188,22 @@ func (h *Host) fenced(now time.Time) bool {
 }
 
 // SetRegistry takes a new version of the registry: nodes that left are
-// forgotten by every ledger, hosts that left lose their hints, and shards
+// forgotten by every ledger once their leases, and the floors this host
+// vouched for, have run out (a node whose session expired may still hold
+// what its owners granted it); hosts that left lose their hints, and shards
 // whose place changed may move (Tick).
 func (h *Host) SetRegistry(reg *Registry, now time.Time) {
 	old := h.reg
 	h.reg = reg
+	if old != nil {
+		removed, added := reg.HostsChangedSince(old)
+		for _, id := range removed {
+			h.gone[id] = true
+		}
+		for _, id := range added {
+			delete(h.gone, id)
+		}
+	}
 	if reg.prev == old && old != nil {
 		for _, id := range reg.addedHosts {
 			h.regSince[id] = now
@@ -207,9 +246,37 @@ func (h *Host) SetRegistry(reg *Registry, now time.Time) {
 		}
 		slices.Sort(gone)
 	}
+	at := now.Add(h.cfg.Lease)
 	for _, node := range gone {
-		h.forgetNode(node, now)
+		h.departed = append(h.departed, departure{node: node, at: at})
 	}
+}
+
+type departure struct {
+	node NodeID
+	at   time.Time
+}
+
+// leasedUntil is when the last live lease of node, or the last floor this
+// host vouched for it, ends in the host's ledgers (zero when none). It looks
+// at every ledger: nodes leave rarely.
+func (h *Host) leasedUntil(node NodeID) time.Time {
+	var until time.Time
+	for _, s := range h.sorder.items {
+		for _, l := range h.shards[s].ledgers {
+			ho := l.holders[node]
+			if ho == nil {
+				continue
+			}
+			if !ho.lapsed && ho.expires.After(until) {
+				until = ho.expires
+			}
+			if ho.vouched > 0 && ho.vouchEnd.After(until) {
+				until = ho.vouchEnd
+			}
+		}
+	}
+	return until
 }
 
 // forgetNode drops a node that left the registry from every ledger. It
@@ -270,7 +337,13 @@ func (h *Host) HandleRenew(r Renew, now time.Time) RenewReply {
 			sh.asked.add(r.Node)
 			reply.Grants[i] = Grant{Status: StatusMoving, Epoch: sh.epoch, RetryAfter: h.cfg.Lease / 30}
 		case fenced:
-			reply.Grants[i] = Grant{Status: StatusFenced, Epoch: sh.epoch, Floor: floor}
+			// Only a node the ledger counts may use a floor: the ledger
+			// keeps counting it until the vouch ends.
+			g := Grant{Status: StatusFenced, Epoch: sh.epoch}
+			if l := sh.ledgers[e.Route]; l != nil && reply.Vouch > 0 {
+				g.Floor = l.vouch(r.Node, floor, now.Add(reply.Vouch))
+			}
+			reply.Grants[i] = g
 		default:
 			l := sh.ledgers[e.Route]
 			if l == nil {
@@ -279,9 +352,9 @@ func (h *Host) HandleRenew(r Renew, now time.Time) RenewReply {
 			}
 			takeover := now.Before(sh.safeUntil)
 			g, nudge := l.apply(r.Node, r.Budget, e, applyCtx{now: now, lease: lease, turn: h.cfg.Turn,
-				safe: sh.awaiting != "", takeover: takeover, floor: floor, retry: h.retry()})
+				safe: sh.awaiting != "" || takeover, floor: floor, retry: h.retry()})
 			g.Epoch = sh.epoch
-			if takeover && g.Safe && g.RetryAfter > 0 {
+			if takeover && g.RetryAfter > 0 {
 				g.RetryAfter = max(g.RetryAfter, sh.safeUntil.Sub(now))
 			}
 			reply.Grants[i] = g
@@ -304,8 +377,9 @@ func (h *Host) HandleRenew(r Renew, now time.Time) RenewReply {
 	return reply
 }
 
-// floor is what a node may use once its lease lapses: Budget divided by the
-// registered nodes, or the node's configured floor, or nothing.
+// floor is the most a node may use once its lease lapses, while the host
+// vouches for it: Budget divided by the nodes registered, or the node's
+// configured floor, or nothing.
 func (h *Host) floor(budget, floorCap int) int {
 	switch {
 	case floorCap > 0:
@@ -336,6 +410,8 @@ func (h *Host) notOwned(s int, node NodeID, now time.Time) Grant {
 		return Grant{Status: StatusNotOwner, Owner: place.ID}
 	case h.fenced(now):
 		return Grant{Status: StatusMoving, RetryAfter: h.cfg.Lease / 10}
+	case now.Before(h.notBefore[s]):
+		return Grant{Status: StatusMoving, RetryAfter: h.notBefore[s].Sub(now)}
 	}
 	sh := h.addShard(s)
 	sh.asked.add(node)
@@ -344,11 +420,13 @@ func (h *Host) notOwned(s int, node NodeID, now time.Time) Grant {
 }
 
 // Acquired records that the host took shard s at epoch; prev says the shard
-// had an owner before, which gave it up by ending its session: its grants
-// ended before (it grants only what ends before its session could), but for
-// a lease nodes may still use their floors without telling this host (safe
-// mode: nobody gets more than its floor).
+// had an owner before, which gave it up by ending its session: the grants it
+// made ended before (it grants only what ends before its session could), but
+// the leases it was handed with the shard and the floors vouched for may run
+// for a lease more without telling this host (safe mode: nobody gets more
+// than it has or uses).
 func (h *Host) Acquired(s int, epoch uint64, prev bool, now time.Time) {
+	delete(h.notBefore, s)
 	sh := h.shards[s]
 	if sh == nil {
 		sh = h.addShard(s)
@@ -374,15 +452,19 @@ func (h *Host) OwnedAlready(s int, epoch uint64, from HostID, now time.Time) {
 }
 
 // AcquireFailed records that shard s is owned by owner ("" when the
-// coordinator could not be asked).
+// coordinator could not be asked). An owner the registry dropped is gone
+// (its key stays until its lease ends): the host asks again a little later.
+// One the registry never listed is followed: the views differ.
 func (h *Host) AcquireFailed(s int, owner HostID, now time.Time) {
 	sh := h.shards[s]
 	if sh == nil || sh.state != acquiring {
 		return
 	}
 	h.dropShard(s)
-	if owner != "" && owner != h.cfg.ID {
+	if owner != "" && owner != h.cfg.ID && !h.gone[owner] {
 		h.hints[s] = owner
+	} else {
+		h.notBefore[s] = now.Add(h.cfg.Lease / 6)
 	}
 	h.nudgeAsked(sh)
 }
@@ -395,7 +477,7 @@ func (h *Host) Transferred(shards []int, epochs []uint64, to HostInfo, now time.
 		if sh == nil {
 			continue
 		}
-		ho := Handoff{From: h.cfg.ID, Shard: s, Epoch: epochs[i]}
+		ho := Handoff{From: h.cfg.ID, Shard: s, Epoch: epochs[i], ToSession: to.Lease}
 		for _, l := range sh.ledgers {
 			ho.Ledgers = append(ho.Ledgers, l.state(now))
 		}
@@ -425,9 +507,14 @@ func (h *Host) TransferFailed(shards []int, lost bool, now time.Time) {
 }
 
 // ReceiveHandoff installs a shard's ledgers that its previous owner
-// transferred here; the transfer made this host the owner at ho.Epoch.
+// transferred here; the transfer made this host the owner at ho.Epoch,
+// under its session ho.ToSession (an earlier session's handoff is only
+// acknowledged).
 func (h *Host) ReceiveHandoff(ho Handoff, now time.Time) {
 	h.sink.SendHandoffAck(ho.From, HandoffAck{From: h.cfg.ID, Shard: ho.Shard, Epoch: ho.Epoch})
+	if ho.ToSession != h.session || h.session == 0 {
+		return // the shard went with the session it was bound to
+	}
 	sh := h.shards[ho.Shard]
 	switch {
 	case sh == nil || sh.epoch < ho.Epoch:
@@ -489,6 +576,21 @@ func (h *Host) nudge(nodes []NodeID) {
 // Tick runs the host's timers at now: leases that lapsed, handoffs to send
 // again, and shards to move to the host they belong on.
 func (h *Host) Tick(now time.Time) {
+	for len(h.departed) > 0 && !h.departed[0].at.After(now) {
+		d := h.departed[0]
+		h.departed = h.departed[1:]
+		if h.reg.HasNode(d.node) {
+			continue // back meanwhile
+		}
+		// A node that left the registry may still renew (it has not heard
+		// that its session expired): forget it once its last lease ended.
+		if until := h.leasedUntil(d.node); until.After(now) {
+			h.departed = append(h.departed, departure{node: d.node, at: until})
+			slices.SortStableFunc(h.departed, func(a, b departure) int { return a.at.Compare(b.at) })
+			continue
+		}
+		h.forgetNode(d.node, now)
+	}
 	for h.expiry.Len() > 0 && !h.expiry[0].at.After(now) {
 		it := heap.Pop(&h.expiry).(expiryItem)
 		if h.shards[it.sh.id] != it.sh || it.sh.ledgers[it.l.route] != it.l || it.l.holders[it.h.node] != it.h ||
@@ -527,10 +629,31 @@ const maxTransfer = 32
 
 // rebalance hands the shards that belong elsewhere (by placement, to a host
 // registered for Settle at least) to their place; a leaving host hands them
-// all to where they go without it.
+// all to where they go without it. It also takes the shards that belong here
+// and have no owner it knows of, a few at a time, before any node asks: a
+// route's first renewal then finds its ledger's owner, with no etcd
+// transaction on its way.
 func (h *Host) rebalance(now time.Time) {
 	if h.fenced(now) || h.reg == nil {
 		return
+	}
+	if !h.leaving {
+		if h.mineReg != h.reg {
+			h.mineReg, h.mine = h.reg, h.mine[:0]
+			for s := range h.cfg.Shards {
+				if place, ok := h.reg.Place(s); ok && place.ID == h.cfg.ID {
+					h.mine = append(h.mine, s)
+				}
+			}
+		}
+		asked := 0
+		for _, s := range h.mine {
+			if _, hinted := h.hints[s]; h.shards[s] == nil && !hinted && asked < maxTransfer && !now.Before(h.notBefore[s]) {
+				h.addShard(s)
+				h.sink.Acquire(s)
+				asked++
+			}
+		}
 	}
 	batches := map[HostID][]int{}
 	var dests []HostInfo

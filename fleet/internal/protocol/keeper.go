@@ -82,12 +82,9 @@ type Keeper struct {
 	hints  map[int]HostID // shard owners learned from StatusNotOwner
 	// gone are the hosts the registry dropped: a hint to one of them is
 	// stale (the host that gave it had not heard yet).
-	gone map[HostID]bool
-	// sessionUntil: this member's session in the coordinator lives at least
-	// until then; while it does, the node may use its floors.
-	sessionUntil time.Time
-	releasing    bool
-	seq          uint64 // the last Renew's sequence number, to any host
+	gone      map[HostID]bool
+	releasing bool
+	seq       uint64 // the last Renew's sequence number, to any host
 	// retarget: the registry or a hint changed; the routes' hosts are
 	// worked out again at the next Tick.
 	retarget bool
@@ -118,17 +115,15 @@ type kroute struct {
 	budget     int       // as the ledger divides it (0 until answered)
 	nodes      int
 	safe       bool
-	floor      int    // the floor the owner counts for this node (told)
 	owner      HostID // the host that granted last
 	// known: the owner keeps a place for the node (it counts its floor once
 	// the lease lapses); set by grants that left one, cleared by one that
 	// did not.
 	known bool
-	// ownerGoneAt: when the owner left the registry; its shards may be taken
-	// over, and the new owner learns of this node only from its renewal.
-	ownerGoneAt time.Time
-	// vouchUntil: a fenced owner vouches for the node's floor until then.
+	// vouchUntil: a fenced owner vouches for vouched (the node's floor, as
+	// its ledger counts it) until then.
 	vouchUntil time.Time
+	vouched    int
 	fresh      bool      // its current host has not answered it yet
 	retryAt    time.Time // when to ask again for more, as the host said (zero: wait to be nudged)
 	sentHas    int       // what the latest renewal reported: the ledger counts
@@ -204,18 +199,10 @@ func (r *kroute) need() int {
 	return max(r.held-r.idle+r.waiting, 0)
 }
 
-// Confirmed records that this member's session lives at least until until.
-func (k *Keeper) Confirmed(until time.Time) {
-	if until.After(k.sessionUntil) {
-		k.sessionUntil = until
-	}
-}
-
 // SessionLost records that this member's session expired: its nodes left
-// the registry, so every owner forgot them; no floor may be used until an
-// owner keeps a place for the node again.
+// the registry, so every owner will forget them; no floor may be used until
+// an owner keeps a place for the node again.
 func (k *Keeper) SessionLost() {
-	k.sessionUntil = time.Time{}
 	for _, r := range k.order.items {
 		r.known = false
 	}
@@ -263,14 +250,7 @@ func (k *Keeper) SetRegistry(reg *Registry, now time.Time) {
 			delete(k.hints, s)
 		}
 	}
-	for _, r := range k.order.items {
-		if r.owner == "" || !r.ownerGoneAt.IsZero() {
-			continue
-		}
-		if _, ok := reg.Host(r.owner); !ok {
-			r.ownerGoneAt = now
-		}
-	}
+
 }
 
 // Nudged records a host's Nudge: renew with it now.
@@ -308,25 +288,19 @@ func (r *kroute) has(now time.Time) int {
 }
 
 // floorNow is the floor the node may use at now on r, 0 when the rules do
-// not allow one: the owner must keep a place for the node (it counts the
-// floor), the member's session must be confirmed or a fenced owner vouch for
-// it, and when the owner left the registry the node must be heard by the new
-// one within a lease (its safe mode).
+// not allow one: only while the route's owner vouches for it (the owner
+// answered the node's last renewal, but could not confirm its own session
+// with etcd: its ledger counts the node at that floor until the vouch ends,
+// which is before anyone can have taken its shards over and left safe mode).
 func (k *Keeper) floorNow(r *kroute, now time.Time) int {
-	f := r.floor
+	f := r.vouched
 	switch {
 	case k.cfg.Floor < 0:
 		return 0
 	case k.cfg.Floor > 0:
 		f = min(f, k.cfg.Floor)
 	}
-	if f <= 0 || !r.known || r.released {
-		return 0
-	}
-	if !now.Before(k.sessionUntil) && !now.Before(r.vouchUntil) {
-		return 0
-	}
-	if !r.ownerGoneAt.IsZero() && !now.Before(r.ownerGoneAt.Add(k.cfg.Lease-k.cfg.Lease/10)) {
+	if f <= 0 || !r.known || r.released || !now.Before(r.vouchUntil) {
 		return 0
 	}
 	return f
@@ -567,13 +541,13 @@ func (k *Keeper) HandleReply(rep RenewReply, now time.Time) {
 		}
 		switch g.Status {
 		case StatusOK:
-			r.grant, r.budget, r.nodes, r.safe, r.floor = g.Grant, g.Budget, g.Nodes, g.Safe, g.Floor
+			r.grant, r.budget, r.nodes, r.safe = g.Grant, g.Budget, g.Nodes, g.Safe
 			r.leaseUntil = time.Time{}
 			if lease > 0 {
 				r.leaseUntil = l.sentAt.Add(lease)
 			}
 			r.known = r.sentWant > 0 || r.sentHas > 0 || r.sentHeld > 0 || g.Grant > 0
-			r.owner, r.ownerGoneAt, r.vouchUntil = rep.Host, time.Time{}, time.Time{}
+			r.owner, r.vouchUntil, r.vouched = rep.Host, time.Time{}, 0
 			r.fresh = false
 			r.retryAt = time.Time{}
 			if g.RetryAfter > 0 {
@@ -596,7 +570,9 @@ func (k *Keeper) HandleReply(rep RenewReply, now time.Time) {
 		case StatusMoving:
 			r.retryAt = now.Add(g.RetryAfter)
 		case StatusFenced:
-			r.vouchUntil = now.Add(rep.Vouch)
+			// Counted from when the renewal left: the host's vouch ran
+			// from when it answered, later.
+			r.vouchUntil, r.vouched = l.sentAt.Add(rep.Vouch), g.Floor
 		}
 	}
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"container/heap"
 	"container/list"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -17,8 +18,9 @@ import (
 // its grant and drops below has only once it got the smaller grant, which its
 // next renewal confirms; so a reply that is lost or late can only make the
 // ledger count too much. A lapsed holder (its lease ran out before it renewed)
-// may be on its floor: it counts max(floor, held) until it renews, or leaves
-// the registry.
+// may be on its floor, which is never more than it was last granted: it
+// counts max(min(floor, grant), held) until it renews, or leaves the
+// registry.
 //
 // Division is max-min fair by want (wants): holders wanting the level or less
 // get their want, the others the level, and the units left over go one a
@@ -68,13 +70,26 @@ type holder struct {
 	bigIdx                         int // its place in Ledger.big (-1: none)
 	shrinkAt                       time.Time
 	nudgedAt                       time.Time // last nudged to take a free unit
+	// vouched is the floor a fenced owner vouched for until vouchEnd: the
+	// node may use it without renewing, so the ledger counts it until then.
+	vouched  int
+	vouchEnd time.Time
 }
 
 func (h *holder) commitment() int {
 	if h.lapsed {
-		return max(h.floor, h.held)
+		// A lapsed node uses at most its floor, and never more than it was
+		// counted for (so lapsing frees budget, never takes more).
+		return max(min(h.floor, max(h.grant, h.has, h.onFloor)), h.held, h.vouched)
 	}
-	return max(h.grant, h.has, h.held, h.onFloor)
+	return max(h.grant, h.has, h.held, h.onFloor, h.vouched)
+}
+
+// endVouch forgets a vouch that ended by now (the caller recounts h).
+func (h *holder) endVouch(now time.Time) {
+	if h.vouched > 0 && !now.Before(h.vouchEnd) {
+		h.vouched, h.vouchEnd = 0, time.Time{}
+	}
 }
 
 // NewLedger returns the empty ledger of route.
@@ -88,12 +103,8 @@ type applyCtx struct {
 	lease time.Duration // the lease the reply grants
 	turn  time.Duration // how long a leftover unit is kept while others wait
 	safe  bool          // the shard is in safe mode: no grant above has or onFloor
-	// takeover: the shard was taken over from an owner whose session
-	// ended: its leases ended before, but nodes may still use their floors
-	// unreported: no grant above the floor (none when floors are 0).
-	takeover bool
-	floor    int           // the floor the node may use once its lease lapses
-	retry    time.Duration // RetryAfter for a node granted less than it wants
+	floor int           // the floor the node may use once its lease lapses
+	retry time.Duration // RetryAfter for a node granted less than it wants
 }
 
 // apply records a node's renewal of this route and grants it its share. It
@@ -106,6 +117,7 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 		heap.Push(&l.big, h)
 	}
 	l.unlink(h)
+	h.endVouch(c.now)
 	h.budget, h.has, h.held, h.onFloor = budget, max(e.Has, 0), max(e.Held, 0), max(e.OnFloor, 0)
 	h.need = min(max(e.Need, 0), budget)
 	h.want = min(max(e.Want, h.need), budget)
@@ -146,11 +158,8 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 		}
 	}
 	grant := max(0, min(target, b-l.committed))
-	switch {
-	case c.safe:
+	if c.safe {
 		grant = min(grant, max(h.has, h.onFloor))
-	case c.takeover && c.floor > 0:
-		grant = min(grant, max(h.has, h.onFloor, c.floor))
 	}
 	h.grant = grant
 	if capped && grant > level {
@@ -171,7 +180,7 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 	}
 	l.link(h)
 
-	g := Grant{Status: StatusOK, Grant: grant, Budget: b, Floor: c.floor, Safe: c.safe || c.takeover && c.floor > 0, Nodes: l.live}
+	g := Grant{Status: StatusOK, Grant: grant, Budget: b, Floor: c.floor, Safe: c.safe, Nodes: l.live}
 	if grant < target {
 		// Others hold what would be this node's: they give it back at their
 		// next renewal. (A node waiting for its turn at a leftover unit
@@ -322,13 +331,40 @@ func (l *Ledger) lapse(node NodeID, now time.Time, gap time.Duration) []NodeID {
 	}
 	l.unlink(h)
 	l.unwait(h)
-	h.lapsed, h.grant, h.extraSince = true, 0, time.Time{}
+	h.lapsed, h.extraSince = true, time.Time{}
+	h.endVouch(now)
 	l.link(h)
 	if h.counted == 0 {
 		l.remove(h)
 	}
 	l.expireReservations(now)
 	return l.nudgeWaiting(now, gap)
+}
+
+// vouch records that a fenced host vouches for node's floor until end: the
+// node may use, without renewing, up to floor but never more than the ledger
+// counts for it now, and the ledger keeps counting that much until end. It
+// returns the floor vouched for (0 for a node the ledger does not know).
+func (l *Ledger) vouch(node NodeID, floor int, end time.Time) int {
+	h := l.holders[node]
+	if h == nil {
+		return 0
+	}
+	v := min(floor, h.counted)
+	if v <= 0 {
+		return 0
+	}
+	h.vouched = max(h.vouched, v)
+	if end.After(h.vouchEnd) {
+		h.vouchEnd = end
+	}
+	l.committed -= h.counted
+	h.counted = h.commitment()
+	l.committed += h.counted
+	if h.bigIdx >= 0 {
+		heap.Fix(&l.big, h.bigIdx)
+	}
+	return v
 }
 
 // forget drops node (it left the registry, or released): it holds nothing
@@ -372,7 +408,7 @@ func (l *Ledger) state(now time.Time) LedgerState {
 	for _, h := range l.holders {
 		s.Holders = append(s.Holders, HolderState{Node: h.node, Budget: h.budget, Has: h.has, Held: h.held,
 			Need: h.need, Want: h.want, OnFloor: h.onFloor, Grant: h.grant, Floor: h.floor, Lapsed: h.lapsed,
-			ExpiresIn: max(h.expires.Sub(now), 0)})
+			ExpiresIn: max(h.expires.Sub(now), 0), Vouched: h.vouched, VouchedFor: max(h.vouchEnd.Sub(now), 0)})
 	}
 	sort.Slice(s.Holders, func(i, j int) bool { return s.Holders[i].Node < s.Holders[j].Node })
 	return s
@@ -388,6 +424,12 @@ func (l *Ledger) install(s LedgerState, now time.Time) []*holder {
 			l.unlink(h)
 			h.has = max(h.has, hs.Grant, hs.Has)
 			h.held = max(h.held, hs.Held)
+			if end := now.Add(hs.VouchedFor); hs.Vouched > 0 && end.After(now) {
+				h.vouched = max(h.vouched, hs.Vouched)
+				if end.After(h.vouchEnd) {
+					h.vouchEnd = end
+				}
+			}
 			if !h.lapsed {
 				l.budgets[h.budget]++
 				l.live++
@@ -398,6 +440,9 @@ func (l *Ledger) install(s LedgerState, now time.Time) []*holder {
 		}
 		h := &holder{node: hs.Node, budget: hs.Budget, has: hs.Has, held: hs.Held, need: hs.Need, want: hs.Want,
 			onFloor: hs.OnFloor, grant: hs.Grant, floor: hs.Floor, lapsed: hs.Lapsed, expires: now.Add(hs.ExpiresIn), bigIdx: -1}
+		if hs.Vouched > 0 && hs.VouchedFor > 0 {
+			h.vouched, h.vouchEnd = hs.Vouched, now.Add(hs.VouchedFor)
+		}
 		l.holders[h.node] = h
 		heap.Push(&l.big, h)
 		if !h.lapsed {
@@ -407,6 +452,15 @@ func (l *Ledger) install(s LedgerState, now time.Time) []*holder {
 			out = append(out, h)
 		}
 		l.link(h)
+	}
+	return out
+}
+
+// String describes the ledger's holders, for failure reports.
+func (l *Ledger) String() string {
+	out := ""
+	for _, hs := range l.state(time.Time{}).Holders {
+		out += fmt.Sprintf("[%s b%d has%d held%d need%d want%d floor%d/%d grant%d lapsed%v vouched%d] ", hs.Node, hs.Budget, hs.Has, hs.Held, hs.Need, hs.Want, hs.OnFloor, hs.Floor, hs.Grant, hs.Lapsed, hs.Vouched)
 	}
 	return out
 }

@@ -80,12 +80,15 @@ const (
 // Grant answers one Entry.
 type Grant struct {
 	Status Status
-	Grant  int    // the node's share until the lease ends (StatusOK)
-	Budget int    // the budget the ledger divides
-	Floor  int    // what the ledger counts for the node once its lease lapses
-	Epoch  uint64 // the shard's ownership epoch
-	Safe   bool   // the ledger is in safe mode: no grant above Has or OnFloor
-	Nodes  int    // nodes holding a lease on the route
+	Grant  int // the node's share until the lease ends (StatusOK)
+	Budget int // the budget the ledger divides
+	// Floor, with StatusOK: what the ledger counts for the node once its
+	// lease lapses; with StatusFenced: the floor the host vouches for (what
+	// the ledger counts for the node, at most the floor; 0: none).
+	Floor int
+	Epoch uint64 // the shard's ownership epoch
+	Safe  bool   // the ledger is in safe mode: no grant above Has or OnFloor
+	Nodes int    // nodes holding a lease on the route
 	// RetryAfter, when set, is when asking again for more could be answered
 	// differently (after others gave some back, the end of safe mode, the
 	// shard's acquisition).
@@ -125,6 +128,8 @@ type HolderState struct {
 	Grant, Floor                   int
 	Lapsed                         bool
 	ExpiresIn                      time.Duration // from when the Handoff was sent
+	Vouched                        int           // a fenced owner vouched for this floor
+	VouchedFor                     time.Duration // from when the Handoff was sent
 }
 
 // LedgerState is one route's ledger in a Handoff.
@@ -136,10 +141,13 @@ type LedgerState struct {
 // Handoff carries a shard's ledgers from its previous owner to the host it
 // was transferred to, at the epoch the transfer made.
 type Handoff struct {
-	From    HostID
-	Shard   int
-	Epoch   uint64
-	Ledgers []LedgerState
+	From  HostID
+	Shard int
+	Epoch uint64
+	// ToSession is the receiver's session the transfer bound the shard to:
+	// a receiver whose session has changed since owns nothing by it.
+	ToSession int64
+	Ledgers   []LedgerState
 }
 
 // HandoffAck confirms a Handoff.

@@ -50,11 +50,10 @@ func TestHostsThatDisagreeOnPlacementNeverBothGrant(t *testing.T) {
 	for i, h := range []HostID{"h0", "h1"} {
 		own := NewRegistry(int64(10+i), []HostInfo{{ID: h, Lease: int64(i + 1)}}, f.reg.NodeList())
 		f.hosts[h] = NewHost(HostConfig{ID: h}, hostSink{f, h})
-		f.hosts[h].Confirmed(t0.Add(time.Hour))
+		f.hosts[h].Confirmed(int64(i+1), t0.Add(time.Hour))
 		f.hosts[h].SetRegistry(own, f.now)
 		for _, n := range []NodeID{NodeID("n" + string(rune('0'+2*i))), NodeID("n" + string(rune('1'+2*i)))} {
 			f.nodes[n] = NewKeeper(KeeperConfig{Node: n, Budget: 8}, keeperSink{f, n})
-			f.nodes[n].Confirmed(t0.Add(time.Hour))
 			f.nodes[n].SetRegistry(own, f.now)
 		}
 	}
@@ -140,9 +139,6 @@ func TestAHostThatCannotConfirmItsSessionStopsGranting(t *testing.T) {
 	f.run(DefaultLease, f.within(routeA, 12))
 	until := f.now.Add(2 * time.Second)
 	f.hosts["h0"].confirmedUntil = until // the last keepalive the host could send
-	for _, k := range f.nodes {
-		k.sessionUntil = until // nor can the nodes reach etcd
-	}
 	f.run(time.Second, f.within(routeA, 12))
 	if got := f.total(routeA); got != 12 {
 		t.Fatalf("before its session is in doubt the host still grants: %d held, want 12", got)
@@ -217,10 +213,10 @@ func TestAShardThatMovesToANewHostKeepsItsLedgers(t *testing.T) {
 
 // A host that dies takes its ledgers with it. Once the coordinator drops
 // its session, another host takes its shards over, in safe mode for a
-// lease: the dead host's leases have ended (it granted none beyond its
-// session), but nodes may still use their floors without a word to the new
-// owner, so it grants nobody more than its floor. Then the shares are fair
-// again.
+// lease: the dead host's own leases have ended (it granted none beyond its
+// session), but those it was handed with the shard and the floors it
+// vouched for may still run without a word to the new owner, so it grants
+// nobody more than it has or uses. Then the shares are fair again.
 func TestAShardTakenOverFromADeadHostStartsInSafeMode(t *testing.T) {
 	f := newFleet(t, 2, 3, 12)
 	route := routeOn(t, f.reg, "h0")
@@ -243,13 +239,102 @@ func TestAShardTakenOverFromADeadHostStartsInSafeMode(t *testing.T) {
 		t.Fatalf("the shard is owned by %q, want h1", f.owners[shard])
 	}
 	_, routes := f.nodes["n2"].Snapshot(f.now)
-	if len(routes) != 1 || routes[0].Share > 4 || !routes[0].Safe {
-		t.Fatalf("the newcomer on the taken-over shard: %+v, want at most its floor (4) from a ledger in safe mode", routes)
+	if len(routes) != 1 || routes[0].Share != 0 || !routes[0].Safe {
+		t.Fatalf("the newcomer on the taken-over shard: %+v, want nothing from a ledger in safe mode", routes)
 	}
 	f.run(2*DefaultLease, f.within(route, 12))
 	for _, n := range f.order {
 		if got := f.held[n][route]; got != 4 {
 			t.Errorf("%s holds %d after safe mode, want 4", n, got)
 		}
+	}
+}
+
+// A shard handed to a host with its ledgers carries leases granted by the
+// host before: they may outlive the receiver, if its session ends at once.
+// The host that takes the shard over then must not grant them again, not
+// even as a floor, while they may run.
+func TestLeasesHandedToAHostThatDiesStillCountAfterTheTakeover(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "a", Lease: 1}, {ID: "b", Lease: 2}, {ID: "c", Lease: 3}}, []NodeID{"n0", "n1", "n2"})
+	var sink nullSink
+	hosts := map[HostID]*Host{}
+	for i, id := range []HostID{"a", "b", "c"} {
+		hosts[id] = NewHost(HostConfig{ID: id}, &sink)
+		hosts[id].SetRegistry(reg, t0)
+		hosts[id].Confirmed(int64(i+1), t0.Add(time.Hour))
+	}
+	route := routeOn(t, reg, "c") // c keeps it once it has it
+	shard := ShardOf(route, DefaultShards)
+	now := t0
+	hosts["a"].Acquired(shard, 1, false, now)
+	rep := hosts["a"].HandleRenew(Renew{Node: "n0", Seq: 1, Budget: 12, Entries: []Entry{{Route: route, Need: 12, Want: 12}}}, now)
+	if g := rep.Grants[0]; g.Status != StatusOK || g.Grant != 12 {
+		t.Fatalf("n0's first renewal: %+v, want all 12", g)
+	}
+	leaseEnd := now.Add(rep.Lease)
+	// a hands the shard to b, which dies as soon as it has the ledgers.
+	now = now.Add(100 * time.Millisecond)
+	hosts["a"].Transferred([]int{shard}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, now)
+	hosts["b"].ReceiveHandoff(sink.handoffs[0], now)
+	hosts["b"].SessionLost()
+	// c takes the shard over, and n1 asks for all of it while n0's lease runs.
+	now = now.Add(100 * time.Millisecond)
+	hosts["c"].Acquired(shard, 3, true, now)
+	for now.Before(leaseEnd) {
+		rep := hosts["c"].HandleRenew(Renew{Node: "n1", Seq: uint64(now.Sub(t0)), Budget: 12,
+			Entries: []Entry{{Route: route, Need: 12, Want: 12}}}, now)
+		if g := rep.Grants[0]; g.Grant > 0 {
+			t.Fatalf("at %v, while n0's lease of 12 from a runs, c granted n1 %+v", now.Sub(t0), g)
+		}
+		hosts["c"].Tick(now)
+		now = now.Add(100 * time.Millisecond)
+	}
+	now = now.Add(DefaultLease)
+	hosts["c"].Tick(now)
+	rep = hosts["c"].HandleRenew(Renew{Node: "n1", Seq: uint64(now.Sub(t0)), Budget: 12,
+		Entries: []Entry{{Route: route, Need: 12, Want: 12}}}, now)
+	if g := rep.Grants[0]; g.Grant != 12 {
+		t.Fatalf("once every earlier lease ended, n1 got %+v, want all 12", g)
+	}
+}
+
+// nullSink records the handoffs a host sends and counts its acquisitions.
+type nullSink struct {
+	handoffs []Handoff
+	acquired int
+}
+
+func (s *nullSink) Nudge(NodeID, Nudge)                {}
+func (s *nullSink) Acquire(int)                        { s.acquired++ }
+func (s *nullSink) Transfer([]int, []uint64, HostInfo) {}
+func (s *nullSink) SendHandoff(_ HostID, h Handoff)    { s.handoffs = append(s.handoffs, h) }
+func (s *nullSink) SendHandoffAck(HostID, HandoffAck)  {}
+
+// A transfer binds a shard to the receiver's session. A receiver whose
+// session expired (its keys, that shard's among them, went with it) and that
+// opened a new one owns nothing by the transfer's handoff when it comes
+// late, as the sender resends it until acknowledged: another host may own the
+// shard by then, and both would grant.
+func TestAHandoffToAnEndedSessionOwnsNothing(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "a", Lease: 1}, {ID: "b", Lease: 2}}, []NodeID{"n0"})
+	var sink nullSink
+	a, b := NewHost(HostConfig{ID: "a"}, &sink), NewHost(HostConfig{ID: "b"}, &sink)
+	a.SetRegistry(reg, t0)
+	b.SetRegistry(reg, t0)
+	a.Confirmed(1, t0.Add(time.Hour))
+	b.Confirmed(2, t0.Add(time.Hour))
+	route := routeOn(t, reg, "b")
+	shard := ShardOf(route, DefaultShards)
+	a.Acquired(shard, 1, false, t0)
+	a.Transferred([]int{shard}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, t0)
+	b.SessionLost()
+	b.Confirmed(3, t0.Add(time.Hour)) // b's new session
+	b.ReceiveHandoff(sink.handoffs[0], t0)
+	rep := b.HandleRenew(Renew{Node: "n0", Seq: 1, Budget: 8, Entries: []Entry{{Route: route, Need: 8, Want: 8}}}, t0)
+	if g := rep.Grants[0]; g.Status == StatusOK {
+		t.Fatalf("b granted %+v on a shard bound to its ended session", g)
+	}
+	if b.Owned() != 1 || sink.acquired != 1 {
+		t.Fatalf("b owns %d shards and asked for %d, want the shard asked for anew (1, 1)", b.Owned(), sink.acquired)
 	}
 }

@@ -20,6 +20,9 @@ type HostInfo struct {
 	// shard handed to it is bound to it, so that the shard is freed when the
 	// host's session ends.
 	Lease int64
+	// Leaving: the host is handing its shards over (a graceful stop): no
+	// shard is placed on it, but it answers for those it still owns.
+	Leaving bool
 }
 
 // DefaultShards is how many shards the routes are spread over. A shard is
@@ -85,6 +88,9 @@ func NewRegistry(rev int64, hosts []HostInfo, nodes []NodeID) *Registry {
 	}
 	r.ring = make([]ringPoint, 0, len(r.hosts)*vnodes)
 	for i, h := range r.hosts {
+		if h.Leaving {
+			continue
+		}
 		for v := range vnodes {
 			r.ring = append(r.ring, ringPoint{at: hash64(string(h.ID) + "#" + strconv.Itoa(v)), host: i})
 		}
