@@ -232,3 +232,14 @@ func (k *Keeper) DebugRoutes() []string {
 	}
 	return out
 }
+
+// expectEach reports every node that does not hold want connections to route
+// (when says at which point of the test).
+func (f *fleet) expectEach(route string, want int, when string) {
+	f.t.Helper()
+	for _, n := range f.order {
+		if got := f.held[n][route]; got != want {
+			f.t.Errorf("%s holds %d %s, want %d", n, got, when, want)
+		}
+	}
+}

@@ -29,11 +29,7 @@ func TestANewRouteGetsItsShareAtTheFirstAnswer(t *testing.T) {
 	}
 	// Within a lease every node holds its max-min fair share: 4 each.
 	f.run(DefaultLease, f.within(routeA, 12))
-	for _, n := range f.order {
-		if got := f.held[n][routeA]; got != 4 {
-			t.Errorf("%s holds %d after a lease, want 4 (12 shared by three busy nodes)", n, got)
-		}
-	}
+	f.expectEach(routeA, 4, "after a lease (12 shared by three busy nodes)")
 }
 
 // Two hosts whose registries disagree both think a shard belongs to them
@@ -204,11 +200,7 @@ func TestAShardThatMovesToANewHostKeepsItsLedgers(t *testing.T) {
 		t.Fatalf("a node new to the moved route: %+v, want a share at once, not in safe mode", routes)
 	}
 	f.run(DefaultLease, f.within(route, 12))
-	for _, n := range f.order {
-		if got := f.held[n][route]; got != 4 {
-			t.Errorf("%s holds %d, want 4", n, got)
-		}
-	}
+	f.expectEach(route, 4, "after the move")
 }
 
 // A host that dies takes its ledgers with it. Once the coordinator drops
@@ -243,11 +235,7 @@ func TestAShardTakenOverFromADeadHostStartsInSafeMode(t *testing.T) {
 		t.Fatalf("the newcomer on the taken-over shard: %+v, want nothing from a ledger in safe mode", routes)
 	}
 	f.run(2*DefaultLease, f.within(route, 12))
-	for _, n := range f.order {
-		if got := f.held[n][route]; got != 4 {
-			t.Errorf("%s holds %d after safe mode, want 4", n, got)
-		}
-	}
+	f.expectEach(route, 4, "after safe mode")
 }
 
 // A shard handed to a host with its ledgers carries leases granted by the
