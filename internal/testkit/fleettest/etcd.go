@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -152,7 +154,21 @@ func (e *Etcd) Stop() error {
 	return nil
 }
 
+// freePort returns a port on 127.0.0.1 that nothing listens on, below the
+// kernel's range of ephemeral ports where it can: a port in that range may
+// become the local port of an outgoing connection (a member's etcd client
+// retrying, a request to the upstream) while etcd is down, and a restarted
+// etcd could then not bind it.
 func freePort() (string, error) {
+	if low := ephemeralLow(); low > 1024+1000 {
+		for range 100 {
+			port := strconv.Itoa(1024 + rand.IntN(low-1024))
+			if ln, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
+				ln.Close()
+				return port, nil
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -160,4 +176,19 @@ func freePort() (string, error) {
 	defer ln.Close()
 	_, port, err := net.SplitHostPort(ln.Addr().String())
 	return port, err
+}
+
+// ephemeralLow is the lowest port the kernel gives outgoing connections, or
+// 0 when it cannot be read (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	low, _ := strconv.Atoi(f[0])
+	return low
 }
