@@ -175,7 +175,6 @@ func (s *Supervisor) report(ctx actor.Context, e *routeEntry) {
 	dialing := max(e.held-idle-leased, 0)
 	waiting := max(int(e.h.Pub.Pending.Load())-dialing, e.queued, 0)
 	u := UsageReported{Route: e.name, Held: e.held, Idle: idle, Waiting: waiting}
-	e.h.Fleet.WaitsForShare.Store(e.queued > 0 && e.held >= e.share)
 	if u == e.reported {
 		return
 	}

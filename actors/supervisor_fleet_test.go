@@ -99,23 +99,23 @@ func TestSupervisorGrantsARoutePermitsOnlyUpToItsFleetShare(t *testing.T) {
 		f.expectUsage("a", 0, 0, 2)
 		f.nothing()
 		pub := f.published("a")
-		if !pub.WaitsForShare.Load() {
-			t.Error("the route waits for its share, but the supervisor does not publish it")
+		if got := pub.Share.Load(); got != 0 {
+			t.Errorf("published share %d before the keeper told one, want 0", got)
 		}
 
 		f.share("a", 1)
 		f.expect("a granted")
 		f.expectUsage("a", 1, 0, 1)
 		f.nothing()
-		if !pub.WaitsForShare.Load() {
-			t.Error("the route holds its share of 1 and still waits, but the supervisor does not publish it")
+		if got := pub.Share.Load(); got != 1 {
+			t.Errorf("published share %d, want 1", got)
 		}
 
 		f.share("a", 3)
 		f.expect("a granted")
 		f.expectUsage("a", 2, 0, 0)
-		if pub.WaitsForShare.Load() {
-			t.Error("nothing waits any more, but the supervisor publishes a wait for the share")
+		if got, budget := pub.Share.Load(), pub.Budget.Load(); got != 3 || budget != 12 {
+			t.Errorf("published share %d of %d, want 3 of 12", got, budget)
 		}
 		f.sys.Root.Send(a, &closeOne{})
 		f.expectUsage("a", 1, 0, 0)

@@ -70,11 +70,6 @@ type routeParts struct {
 type fleetPublished struct {
 	Share  atomic.Int32 // this node's share: the most connections the route may hold
 	Budget atomic.Int32 // the fleet-wide budget the share is part of (0 until the first share)
-	// WaitsForShare is true while the route has permits queued that only
-	// its share holds back (it holds all of it): its callers wait for the
-	// fleet to grant more, not for MaxConnsPerRoute, MaxConnsTotal or a
-	// dial. The long-wait warning can name the fleet share with it.
-	WaitsForShare atomic.Bool
 }
 
 // PermitRequest is sent by a route actor to the supervisor: it needs one more
