@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints dropin-baseline
+.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints dropin-baseline fleet-sim fleet-etcd-restart
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -105,6 +105,22 @@ soak:
 ## 1 s a step.
 soak-endpoints:
 	$(GO) test -race -count=1 -v -run '^TestRollingRestart' ./test/endpoints -endpoints.phase=10s
+
+## fleet-sim: the fleet budget protocol's own code on a simulated clock and
+## network (fleet/internal/fleetsim): N = 10, 100 and 1,000 members by R = 100,
+## 1,000 and 10,000 routes, each through demand shifts, a rolling restart, a
+## partition, a host crash and an etcd outage, with delays and loss; rewrites
+## the tables in FLEET.md and docs/bench/fleet-sim.svg, and fails if a budget
+## was ever exceeded. A few minutes on 2 idle cores (FLEETSIM=-short: N <= 100).
+FLEETSIM ?=
+fleet-sim:
+	$(GO) run ./fleet/internal/fleetsim/cmd/fleetsim -md FLEET.md -svg docs/bench/fleet-sim.svg $(FLEETSIM)
+
+## fleet-etcd-restart: three member processes on a real etcd, which is killed
+## (SIGKILL) for 15 s and restarted, 20 runs: the upstream never sees more
+## connections than the budget. About a minute and a half a run.
+fleet-etcd-restart:
+	$(GO) test -count=1 -timeout 60m -run '^TestProcessesHoldTheBudgetWhenEtcdRestarts$$' -v ./fleet/ -args -fleet.etcdrestarts=20
 
 ## otelcol: build (once, cached) the OpenTelemetry Collector the OTLP export test runs
 otelcol:

@@ -52,9 +52,9 @@ type Stats struct {
 	// (0 = none). A response whose body is never read to its end nor closed holds
 	// its connection forever: it shows here, growing.
 	OldestLease time.Duration `json:"oldestLease"`
-	// FleetMembers is the number of cluster members that run the budget
-	// grain's kind, as this node sees them (0 without a fleet budget, or
-	// until known): the default FleetFloor divides the budget by it.
+	// FleetMembers is the number of nodes (clients with a fleet budget)
+	// registered in the fleet, as this node last heard (0 without a fleet
+	// budget, or until known): the default floor divides the budget by it.
 	FleetMembers int `json:"fleetMembers"`
 }
 

@@ -171,6 +171,7 @@ type Route struct {
 	spares spareConns // connection actors without a socket (route_conns.go)
 
 	dialing, permitsPending int
+	withdrawing             int // permits asked back (PermitWithdrawRequest), not yet answered
 	nextID                  uint64
 	closed                  bool
 	freshWaiters            int
@@ -249,6 +250,9 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onReleased(ctx, m)
 	case *PermitGranted:
 		r.onPermit(ctx)
+	case *PermitWithdrawResponse:
+		r.permitsPending -= m.Taken
+		r.withdrawing -= m.Asked
 	case *RoomWanted:
 		r.roomWanted, r.shed = m.Wanted, m.Shed
 		if m.Wanted {
@@ -317,6 +321,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.wantConns(ctx)
+	r.withdrawPermits(ctx)
 	r.refill()
 	r.publish()
 }

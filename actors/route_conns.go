@@ -52,6 +52,17 @@ func (r *Route) wantConns(ctx actor.Context) {
 	}
 }
 
+// withdrawPermits asks the supervisor to take back the permits the route
+// asked for beyond what its waiters need: they gave up while it waited.
+func (r *Route) withdrawPermits(ctx actor.Context) {
+	excess := r.permitsPending - r.withdrawing - max(0, r.waiters.Len()-r.dialing)
+	if r.closed || excess <= 0 {
+		return
+	}
+	r.withdrawing += excess
+	ctx.Send(r.sup, &PermitWithdrawRequest{From: r.self, N: excess})
+}
+
 // onPermit spawns a connection actor for a permit, unless nobody needs it any
 // more or the route was told to shed since it asked.
 func (r *Route) onPermit(ctx actor.Context) {

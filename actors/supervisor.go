@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
@@ -40,11 +39,11 @@ type SupervisorConfig struct {
 	// to drive the supervisor with fake routes.
 	NewRoute func(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer
 
-	// Fleet is the node's fleet budget keeper (fleet.Keeper.PID); nil = no
+	// Fleet is the node's fleet budget keeper (FleetKeeper.PID); nil = no
 	// fleet budget. With it the supervisor tells the keeper each route's
-	// demand (fleet.UsageReported, on change only) and grants a route a
-	// permit only while the route holds less than its share
-	// (fleet.ShareChanged); see supervisor_fleet.go.
+	// demand (UsageReported, on change only) and grants a route a permit
+	// only while the route holds less than its share (ShareChanged); see
+	// supervisor_fleet.go.
 	Fleet *actor.PID
 	// FleetInterval is how often the supervisor looks at the routes'
 	// published idle and waiting counts for a change to report to Fleet
@@ -168,11 +167,13 @@ func (s *Supervisor) Receive(ctx actor.Context) {
 		s.onPermitRequest(ctx, m)
 	case *PermitReturned:
 		s.freePlace(ctx, m.From)
+	case *PermitWithdrawRequest:
+		s.onPermitWithdraw(ctx, m)
 	case *ConnClosed:
 		s.onConnClosed(ctx, m)
 	case *IdleEvicted:
 		s.onIdleEvicted(ctx, m)
-	case *fleet.ShareChanged:
+	case *ShareChanged:
 		s.onShareChanged(ctx, m)
 	case *fleetTick:
 		s.onFleetTick(ctx)
@@ -221,7 +222,7 @@ func (s *Supervisor) onStarted(ctx actor.Context) {
 	s.self = ctx.Self()
 	if s.cfg.Fleet != nil {
 		// Every share is 0 until told; after a restart, the keeper tells again.
-		ctx.Send(s.cfg.Fleet, &fleet.SharesRequest{})
+		ctx.Send(s.cfg.Fleet, &SharesRequest{})
 	}
 	expiry, fleetEvery := s.cfg.ExpiryInterval, s.fleetInterval()
 	if expiry <= 0 && fleetEvery <= 0 {
@@ -422,7 +423,7 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		s.evicting--
 	}
 	if e.queued > 0 {
-		s.dropQueued(m.Who.Id)
+		s.dropQueued(m.Who.Id, e.queued)
 		e.queued = 0
 	}
 	s.total -= e.held
@@ -434,20 +435,35 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	s.fleetRouteStopped(ctx, e)
 }
 
-// dropQueued takes the permits a stopped route still had queued out of the
-// queue: left there, the first of them would make room (evict, or want room
-// of other routes) for a route that no longer exists. It costs a pass over the
-// queue, once per stopped route that had permits queued.
-func (s *Supervisor) dropQueued(id string) {
+// onPermitWithdraw takes back permits a route no longer needs, the newest
+// first, so that the oldest keep their places.
+func (s *Supervisor) onPermitWithdraw(ctx actor.Context, m *PermitWithdrawRequest) {
+	taken := 0
+	if e := s.byID[m.From.Id]; e != nil && e.queued > 0 {
+		taken = s.dropQueued(m.From.Id, min(m.N, e.queued))
+		e.queued -= taken
+		s.report(ctx, e)
+	}
+	ctx.Send(m.From, &PermitWithdrawResponse{Asked: m.N, Taken: taken})
+}
+
+// dropQueued takes up to n of a route's queued permits out of the queue, the
+// newest first, and returns how many it took: those of a stopped route (left
+// there, the first of them would make room, evicting or wanting room of
+// other routes, for a route that no longer exists), or those a route
+// withdrew. It costs a pass over the queue.
+func (s *Supervisor) dropQueued(id string, n int) int {
 	var ids []uint64
-	s.permits.Each(func(n uint64, pid *actor.PID) {
+	s.permits.Each(func(k uint64, pid *actor.PID) {
 		if pid.Id == id {
-			ids = append(ids, n)
+			ids = append(ids, k)
 		}
 	})
-	for _, n := range ids {
-		s.permits.Remove(n)
+	ids = ids[max(0, len(ids)-n):]
+	for _, k := range ids {
+		s.permits.Remove(k)
 	}
+	return len(ids)
 }
 
 // addRoute records a route actor the supervisor started.

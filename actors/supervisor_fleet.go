@@ -4,16 +4,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/connactor/connactor/fleet"
 )
 
-// Fleet budgets: the supervisor's side of the contract in fleet's
-// package documentation. The node's keeper (SupervisorConfig.Fleet) holds a
-// share of each route's fleet-wide budget and tells it here
-// (fleet.ShareChanged); the supervisor grants a route a connection permit only
+// Fleet budgets: the supervisor's side of the contract in fleet_msgs.go.
+// The node's keeper (SupervisorConfig.Fleet) holds a share of each route's
+// fleet-wide budget and tells it here (ShareChanged); the supervisor grants a route a connection permit only
 // while the route holds less than its share, and tells the keeper each route's
-// demand (fleet.UsageReported) when it changes.
+// demand (UsageReported) when it changes.
 //
 // Nothing here is on the request path: a request served by an idle connection
 // sends the supervisor nothing, so it sends the keeper nothing either. Held
@@ -44,18 +41,18 @@ type fleetState struct {
 	// shares are the keeper's last ShareChanged by route name, so that a
 	// route actor started again (after a failure, or idle expiry of its
 	// entry) starts at the share the keeper knows. Routes at 0 are absent.
-	shares map[string]fleet.ShareChanged
+	shares map[string]ShareChanged
 	byName map[string]*routeEntry
 }
 
 func newFleetState() fleetState {
-	return fleetState{shares: map[string]fleet.ShareChanged{}, byName: map[string]*routeEntry{}}
+	return fleetState{shares: map[string]ShareChanged{}, byName: map[string]*routeEntry{}}
 }
 
 // fleetRoute is a route entry's fleet state.
 type fleetRoute struct {
-	share    int                 // the most the route may hold (fleet on only)
-	reported fleet.UsageReported // the last usage sent to the keeper
+	share    int           // the most the route may hold (fleet on only)
+	reported UsageReported // the last usage sent to the keeper
 }
 
 func (s *Supervisor) fleetInterval() time.Duration {
@@ -108,7 +105,7 @@ func (s *Supervisor) fleetRouteStopped(ctx actor.Context, e *routeEntry) {
 	if s.fleet.byName[e.name] == e {
 		delete(s.fleet.byName, e.name)
 	}
-	zero := fleet.UsageReported{Route: e.name}
+	zero := UsageReported{Route: e.name}
 	if e.reported.Route != "" && e.reported != zero { // the keeper knows of it
 		e.reported = zero
 		ctx.Send(s.cfg.Fleet, &zero)
@@ -118,7 +115,7 @@ func (s *Supervisor) fleetRouteStopped(ctx actor.Context, e *routeEntry) {
 // onShareChanged records the keeper's new share of a route and enforces it:
 // more permits may follow (grantPermits runs after), or the route must shed
 // idle connections.
-func (s *Supervisor) onShareChanged(ctx actor.Context, m *fleet.ShareChanged) {
+func (s *Supervisor) onShareChanged(ctx actor.Context, m *ShareChanged) {
 	if s.cfg.Fleet == nil {
 		return
 	}
@@ -126,7 +123,7 @@ func (s *Supervisor) onShareChanged(ctx actor.Context, m *fleet.ShareChanged) {
 	if share == 0 {
 		delete(s.fleet.shares, m.Route)
 	} else {
-		s.fleet.shares[m.Route] = fleet.ShareChanged{Route: m.Route, Share: share, Budget: m.Budget}
+		s.fleet.shares[m.Route] = ShareChanged{Route: m.Route, Share: share, Budget: m.Budget}
 	}
 	e := s.fleet.byName[m.Route]
 	if e == nil {
@@ -177,7 +174,7 @@ func (s *Supervisor) report(ctx actor.Context, e *routeEntry) {
 	leased := max(int(e.h.Pub.Leased.Load()), 0)
 	dialing := max(e.held-idle-leased, 0)
 	waiting := max(int(e.h.Pub.Pending.Load())-dialing, e.queued, 0)
-	u := fleet.UsageReported{Route: e.name, Held: e.held, Idle: idle, Waiting: waiting}
+	u := UsageReported{Route: e.name, Held: e.held, Idle: idle, Waiting: waiting}
 	if u == e.reported {
 		return
 	}

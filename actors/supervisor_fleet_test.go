@@ -7,7 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/internal/wait"
 )
 
 // fleetHarness is a supervisor with fake routes and a fake keeper that
@@ -15,20 +15,20 @@ import (
 // sending ShareChanged.
 type fleetHarness struct {
 	*supHarness
-	usage chan fleet.UsageReported
+	usage chan UsageReported
 	asked chan struct{} // a SharesRequest arrived
 }
 
 // newFleetHarness starts the supervisor with a fleet budget; interval is its
 // FleetInterval (an hour: only messages make it report).
 func newFleetHarness(t *testing.T, maxTotal int, interval time.Duration) *fleetHarness {
-	f := &fleetHarness{usage: make(chan fleet.UsageReported, 64), asked: make(chan struct{}, 4)}
+	f := &fleetHarness{usage: make(chan UsageReported, 64), asked: make(chan struct{}, 4)}
 	f.supHarness = newSupHarness(t, maxTotal, func(h *supHarness, cfg *SupervisorConfig) {
 		cfg.Fleet = h.sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 			switch m := ctx.Message().(type) {
-			case *fleet.UsageReported:
+			case *UsageReported:
 				f.usage <- *m
-			case *fleet.SharesRequest:
+			case *SharesRequest:
 				f.asked <- struct{}{}
 			}
 		}))
@@ -42,15 +42,33 @@ func newFleetHarness(t *testing.T, maxTotal int, interval time.Duration) *fleetH
 	return f
 }
 
+// published returns what the supervisor publishes of route name's fleet
+// share, from the handles its StatsResponse lists.
+func (f *fleetHarness) published(name string) *fleetPublished {
+	tk := &wait.Ticket[StatsResponse]{}
+	f.sys.Root.Send(f.sup, &StatsRequest{Ticket: tk})
+	st, err := result(f.t, tk)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, h := range st.Routes {
+		if h.Key.Host == name {
+			return h.Fleet
+		}
+	}
+	f.t.Fatalf("no route %s", name)
+	return nil
+}
+
 func (f *fleetHarness) share(name string, share int) {
-	f.sys.Root.Send(f.sup, &fleet.ShareChanged{Route: "http://" + name + ":80", Share: share, Budget: 12})
+	f.sys.Root.Send(f.sup, &ShareChanged{Route: "http://" + name + ":80", Share: share, Budget: 12})
 }
 
 // expectUsage waits for the next usage report; the deadline guards against a
 // hung test.
 func (f *fleetHarness) expectUsage(name string, held, idle, waiting int) {
 	f.t.Helper()
-	want := fleet.UsageReported{Route: "http://" + name + ":80", Held: held, Idle: idle, Waiting: waiting}
+	want := UsageReported{Route: "http://" + name + ":80", Held: held, Idle: idle, Waiting: waiting}
 	select {
 	case got := <-f.usage:
 		if got != want {
@@ -80,15 +98,25 @@ func TestSupervisorGrantsARoutePermitsOnlyUpToItsFleetShare(t *testing.T) {
 		f.sys.Root.Send(a, &askPermit{})
 		f.expectUsage("a", 0, 0, 2)
 		f.nothing()
+		pub := f.published("a")
+		if got := pub.Share.Load(); got != 0 {
+			t.Errorf("published share %d before the keeper told one, want 0", got)
+		}
 
 		f.share("a", 1)
 		f.expect("a granted")
 		f.expectUsage("a", 1, 0, 1)
 		f.nothing()
+		if got := pub.Share.Load(); got != 1 {
+			t.Errorf("published share %d, want 1", got)
+		}
 
 		f.share("a", 3)
 		f.expect("a granted")
 		f.expectUsage("a", 2, 0, 0)
+		if got, budget := pub.Share.Load(), pub.Budget.Load(); got != 3 || budget != 12 {
+			t.Errorf("published share %d of %d, want 3 of 12", got, budget)
+		}
 		f.sys.Root.Send(a, &closeOne{})
 		f.expectUsage("a", 1, 0, 0)
 		f.noUsage()
@@ -169,4 +197,47 @@ func TestSupervisorReportsPublishedChangesOnItsFleetTick(t *testing.T) {
 		f.expectUsage("a", 0, 0, 0)
 		f.noUsage()
 	})
+}
+
+// A route whose callers gave up while it waited for its fleet share wants
+// nothing any more: the permits it had asked for leave the supervisor's
+// queue, and the keeper hears that nobody waits, so that it gives the share
+// it asked for back to the other nodes instead of asking again for ever.
+func TestRouteWhoseCallersLeftWithdrawsItsPermitsAndWaitsForNothing(t *testing.T) {
+	usage := make(chan UsageReported, 256)
+	p := newPool(t, 4, 8, func(cfg *SupervisorConfig) {
+		cfg.FleetInterval = 5 * time.Millisecond
+		cfg.Fleet = actor.NewPID("nonhost", "fleet-test-keeper") // spawned below, once the system exists
+	})
+	if _, err := p.sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*UsageReported); ok {
+			usage <- *m
+		}
+	}), "fleet-test-keeper"); err != nil {
+		t.Fatal(err)
+	}
+	h := p.route("a")
+	ts := []*wait.Ticket[Lease]{p.ask(h), p.ask(h)}
+	waitUsage := func(what string, cond func(UsageReported) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case u := <-usage:
+				if u.Route == "http://a:80" && cond(u) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the keeper never heard %s", what)
+			}
+		}
+	}
+	// Share 0: both wait for the fleet, with their permits queued.
+	waitUsage("two callers waiting", func(u UsageReported) bool { return u.Waiting == 2 })
+	for _, tk := range ts {
+		tk.Cancel()
+		p.sys.Root.Send(h.PID, &LeaseCancelled{Ticket: tk})
+	}
+	waitUsage("that nobody waits", func(u UsageReported) bool { return u.Waiting == 0 && u.Held == 0 })
+	eventually(t, "the permits out of the queue", func() bool { return p.supStats().PermitWaiters == 0 })
 }

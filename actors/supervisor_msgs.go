@@ -65,7 +65,7 @@ type routeParts struct {
 
 // fleetPublished is a route's fleet budget as the supervisor enforces it
 // (SupervisorConfig.Fleet). The supervisor is the single writer of every
-// field, when the keeper's fleet.ShareChanged arrives; Stats and the
+// field, when the keeper's ShareChanged arrives; Stats and the
 // connactor.fleet.share gauge read them. Both stay 0 without a fleet budget.
 type fleetPublished struct {
 	Share  atomic.Int32 // this node's share: the most connections the route may hold
@@ -81,6 +81,22 @@ type PermitRequest struct{ From *actor.PID }
 // PermitReturned is sent by a route actor that received a PermitGranted it no
 // longer needs (its waiter left). No reply.
 type PermitReturned struct{ From *actor.PID }
+
+// PermitWithdrawRequest is sent by a route actor to the supervisor when it
+// has asked for more permits than its waiters need (they gave up while it
+// waited): left queued, they would count as demand (a fleet keeper would keep
+// asking for a share for them) and be granted only to be returned. The
+// supervisor takes up to N of the route's permits out of its queue, the newest
+// first, and answers PermitWithdrawResponse; the permits it had granted
+// already reach the route as PermitResponse before that answer.
+type PermitWithdrawRequest struct {
+	From *actor.PID
+	N    int
+}
+
+// PermitWithdrawResponse answers a PermitWithdrawRequest: Asked is its N, and
+// Taken how many permits left the queue (the route no longer waits for them).
+type PermitWithdrawResponse struct{ Asked, Taken int }
 
 // ConnClosed is sent by a route actor to the supervisor when one of its
 // connections (or a dial) ended, after its socket was closed. No reply. It frees

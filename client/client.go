@@ -16,7 +16,6 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/connactor/connactor/actors"
-	"github.com/connactor/connactor/fleet"
 	"github.com/connactor/connactor/internal/dispatch"
 	"github.com/connactor/connactor/telemetry"
 )
@@ -31,7 +30,7 @@ type Client struct {
 	bridge  *actor.PID           // the actor that serves callers that are actors (bridge.go)
 	budget  *retryBudget         // Config.RetryBudget
 	tel     *telemetry.Telemetry // spans, metrics and logs
-	keeper  *fleet.Keeper        // the node's fleet budget shares (fleet.go); nil without a fleet budget
+	keeper  actors.FleetKeeper   // the node's fleet budget shares (fleet.go); nil without a fleet budget
 
 	wg        conc.WaitGroup       // actor callers' requests, Send's requests and handler workers
 	disp      *dispatch.Dispatcher // Send's Handles and handler workers (dispatch.go)
@@ -77,13 +76,13 @@ func New(cfg Config) (*Client, error) {
 		Protocols:              cfg.Protocols,
 		HTTP2:                  cfg.HTTP2,
 		DisableCompression:     cfg.DisableCompression,
-		System:                 cfg.System, // the cluster's with a Cluster (withDefaults)
+		System:                 cfg.System, // the fleet's with a Fleet (withDefaults)
 		LoggerFactory:          ProtoactorLogger(cfg.Logger),
 		Logger:                 cfg.Logger,
 		Tel:                    c.tel,
 		Fault:                  cfg.fault,
 	}
-	if cfg.fleetOn() {
+	if cfg.Fleet != nil {
 		pc.StartFleet, pc.StopFleet = c.startFleet, c.stopFleet
 	}
 	if c.pool, err = actors.NewPool(pc); err != nil {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/cluster"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -144,34 +143,18 @@ type Config struct {
 	// (default max(4, GOMAXPROCS)). They start on first use and stop on Close.
 	HandlerWorkers int
 
-	// Fleet-wide budgets (README, "Fleet budgets"). Cluster is the embedding
-	// service's protoactor cluster, started (StartMember) with FleetKind()
-	// among its kinds on every member and disthash as its identity lookup;
-	// nil = no fleet budget. The client's actor system is the cluster's:
-	// leave System nil (it is taken from Cluster) or set it to
-	// Cluster.ActorSystem. The client never shuts the cluster or its system
-	// down: the service does, after closing the client.
-	Cluster *cluster.Cluster
-	// FleetMaxConnsPerRoute is the most connections per route that all the
-	// nodes of Cluster together may open (0 = no fleet budget; it needs
-	// Cluster). Each node holds a share of it, renewed in the background:
-	// the request path sends no cluster message. A route opens connections
-	// only within both this node's share and MaxConnsPerRoute. A route's
-	// first connection waits for its first share: up to one lease (3 s)
-	// when the route's budget grain is new. The budget is per route as
-	// Stats names it: routes to one upstream through different proxies or
-	// with different identities (WithIdentity) have a budget each, and the
-	// route's name (identity included) is the budget grain's identity in
-	// the cluster.
-	FleetMaxConnsPerRoute int
-	// FleetFloor is a route's share while its lease has expired and its
-	// budget grain cannot be reached (the cluster is split or its member
-	// provider has not yet noticed a dead member). 0 = FleetMaxConnsPerRoute
-	// divided by the members this node sees. Negative = 0: the node then
-	// opens nothing to a route it holds no lease for, which keeps the budget
-	// under any partition at the cost of availability; a floor above 0 keeps
-	// serving, and the fleet can exceed the budget while it is split.
-	FleetFloor int
+	// Fleet is a budget per route shared by the nodes of a protoactor
+	// cluster (README, "Fleet budgets"): a *fleet.Budget made by fleet.New;
+	// nil = no fleet budget. Each node holds a share of it, renewed in the
+	// background: the request path sends no cluster message. A route opens
+	// connections only within both this node's share and MaxConnsPerRoute.
+	// The budget is per route as Stats names it: routes to one upstream
+	// through different proxies or with different identities (WithIdentity)
+	// have a budget each. The client's actor system is the fleet's (the
+	// cluster's): leave System nil (it is taken from Fleet) or set it to the
+	// same system. The client never shuts the cluster or its system down:
+	// the service does, after closing the client.
+	Fleet actors.FleetBudget
 
 	fault actors.FaultHook // fault injection (tests of this package only)
 }
@@ -221,7 +204,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		{"FailFastMaxCooldown", int64(cfg.FailFastMaxCooldown)},
 		{"RetryBudget.Window", int64(cfg.RetryBudget.Window)},
 		{"RetryBudget.MinPerSecond", int64(cfg.RetryBudget.MinPerSecond)},
-		{"FleetMaxConnsPerRoute", int64(cfg.FleetMaxConnsPerRoute)},
 	} {
 		if f.v < 0 {
 			return bad("%s is negative (%d)", f.name, f.v)

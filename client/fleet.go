@@ -3,79 +3,59 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/actors"
 )
-
-// FleetKind is the cluster kind of the budget grain, the virtual actor that
-// divides one route's fleet-wide budget (Config.FleetMaxConnsPerRoute) among
-// the nodes. Add it to the cluster's kinds on every member, with disthash as
-// the identity lookup:
-//
-//	cluster.Configure(name, provider, disthash.New(), remoteCfg, cluster.WithKinds(client.FleetKind()))
-func FleetKind() *cluster.Kind { return fleet.Kind() }
 
 // Fleet budget states of RouteStats.FleetState.
 const (
 	FleetNone  = "none"  // no share held: not asked for yet, being asked for, or given back
-	FleetLease = "lease" // the share is a lease from the route's budget grain
-	FleetSafe  = "safe"  // a lease from a grain in safe mode (new, or moved after its host left): no more than held
-	FleetFloor = "floor" // the lease expired and the grain cannot be reached: the share is the floor
+	FleetLease = "lease" // the share is a lease from the route's ledger in the fleet
+	FleetSafe  = "safe"  // a lease from a ledger in safe mode (taken over from a member that died): no more than the route holds
+	FleetFloor = "floor" // the lease expired while its ledger's owner cannot reach etcd: the share is the floor it vouches for
 )
 
 // fleetStopTimeout bounds how long Close waits for the keeper to give its
-// shares back (a grain call normally takes milliseconds; one to a member that
-// just died can take about 5 s).
+// shares back (an exchange with the cluster normally takes milliseconds; one
+// with a member that just died can take seconds).
 const fleetStopTimeout = 10 * time.Second
 
-// fleetOn reports whether cfg asks for a fleet budget.
-func (cfg *Config) fleetOn() bool { return cfg.Cluster != nil && cfg.FleetMaxConnsPerRoute > 0 }
-
-// fleetDefaults checks the fleet fields and takes the actor system from the
-// cluster.
+// fleetDefaults checks Config.Fleet and takes the actor system from it.
 func (cfg *Config) fleetDefaults() error {
-	if cfg.Cluster == nil {
-		if cfg.FleetMaxConnsPerRoute > 0 {
-			return fmt.Errorf("FleetMaxConnsPerRoute (%d) needs a Cluster", cfg.FleetMaxConnsPerRoute)
-		}
+	if cfg.Fleet == nil {
 		return nil
 	}
+	sys := cfg.Fleet.ActorSystem()
 	switch {
-	case cfg.Cluster.ActorSystem == nil:
-		return errors.New("Cluster has no actor system")
+	case sys == nil:
+		return errors.New("Fleet has no actor system")
 	case cfg.System == nil:
-		cfg.System = cfg.Cluster.ActorSystem
-	case cfg.System != cfg.Cluster.ActorSystem:
-		return errors.New("System is not the Cluster's actor system (leave it nil to use the cluster's)")
-	}
-	if cfg.FleetMaxConnsPerRoute == 0 {
-		return nil
-	}
-	if cfg.Cluster.Config == nil || cfg.Cluster.Config.Kinds[fleet.KindName] == nil {
-		return errors.New("Cluster lacks the budget grain's kind: add client.FleetKind() with cluster.WithKinds on every member")
-	}
-	if cfg.Cluster.Remote == nil {
-		return errors.New("Cluster is not started (StartMember)")
+		cfg.System = sys
+	case cfg.System != sys:
+		return errors.New("System is not the Fleet's actor system (leave it nil to use the fleet's)")
 	}
 	return nil
+}
+
+// fleetBudget is the fleet budget per route (0 without one).
+func (cfg *Config) fleetBudget() int {
+	if cfg.Fleet == nil {
+		return 0
+	}
+	return cfg.Fleet.MaxConnsPerRoute()
 }
 
 // startFleet starts the node's fleet keeper, telling it the supervisor's PID
 // (the supervisor is spawned next), and returns the keeper's PID for the
 // supervisor (actors.PoolConfig.StartFleet).
 func (c *Client) startFleet(_ *actor.ActorSystem, sup *actor.PID) (*actor.PID, error) {
-	k, err := fleet.New(fleet.Config{
-		Cluster:    c.cfg.Cluster,
-		Budget:     c.cfg.FleetMaxConnsPerRoute,
-		Floor:      c.cfg.FleetFloor,
+	k, err := c.cfg.Fleet.StartKeeper(actors.FleetKeeperConfig{
 		Supervisor: sup,
 		Logger:     c.cfg.Logger,
-		OnRenewal:  func(r fleet.Renewal) { c.tel.FleetRenewal(r.Took, r.Err) },
+		OnRenewal:  c.tel.FleetRenewal,
 	})
 	if err != nil {
 		return nil, err
@@ -92,12 +72,12 @@ func (c *Client) stopFleet(ctx context.Context) {
 		return
 	}
 	if err := c.keeper.Stop(ctx); err != nil {
-		c.cfg.Logger.Warn("connactor: the fleet keeper did not stop in time; its last grain calls end by themselves", "err", err)
+		c.cfg.Logger.Warn("connactor: the fleet keeper did not stop in time; its last exchanges end by themselves", "err", err)
 	}
 }
 
 // fleetStats adds the keeper's view to the routes' fleet fields: the state of
-// each route's lease and the duration of its last answered grain call.
+// each route's lease and the duration of its last answered renewal.
 func (c *Client) fleetStats(st *Stats) {
 	if c.keeper == nil {
 		return
@@ -107,7 +87,7 @@ func (c *Client) fleetStats(st *Stats) {
 		return // closing
 	}
 	st.FleetMembers = snap.Members
-	byRoute := make(map[string]fleet.RouteShare, len(snap.Routes))
+	byRoute := make(map[string]actors.FleetRoute, len(snap.Routes))
 	for _, r := range snap.Routes {
 		byRoute[r.Route] = r
 	}
@@ -119,12 +99,12 @@ func (c *Client) fleetStats(st *Stats) {
 			r.FleetRenewal = rs.LastRenewal
 		}
 		if r.FleetBudget == 0 {
-			r.FleetBudget = c.cfg.FleetMaxConnsPerRoute
+			r.FleetBudget = c.cfg.fleetBudget()
 		}
 	}
 }
 
-func fleetState(r fleet.RouteShare) string {
+func fleetState(r actors.FleetRoute) string {
 	switch {
 	case r.OnFloor:
 		return FleetFloor

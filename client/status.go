@@ -33,8 +33,9 @@ type Status = status.Status
 
 // StatusLimits are the client's configured limits (durations in seconds; 0 =
 // none), as the status page shows them: MaxConnsPerRoute, MaxConnsTotal,
-// MaxConcurrentRequests, LeaseTimeout, MaxIdleTime, MaxLifetime and
-// FleetMaxConnsPerRoute, each the Config field of its name.
+// MaxConcurrentRequests, LeaseTimeout, MaxIdleTime and MaxLifetime, each the
+// Config field of its name, and FleetMaxConnsPerRoute, Config.Fleet's budget
+// per route.
 type StatusLimits = status.Limits
 
 // Status returns what the status page shows: the limits and a Stats snapshot.
@@ -45,6 +46,6 @@ func (c *Client) Status() Status {
 		MaxConnsPerRoute: c.cfg.MaxConnsPerRoute, MaxConnsTotal: c.cfg.MaxConnsTotal,
 		MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),
 		MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
-		FleetMaxConnsPerRoute: c.cfg.FleetMaxConnsPerRoute,
+		FleetMaxConnsPerRoute: c.cfg.fleetBudget(),
 	})
 }

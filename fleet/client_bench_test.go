@@ -19,7 +19,8 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/connactor/connactor/client"
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/fleet"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // BenchmarkRequestPath measures what a fleet budget costs on the request
@@ -33,9 +34,10 @@ func BenchmarkRequestPath(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }))
 	defer srv.Close()
 	logger := testLogger()
+	etcd := startEtcd(b)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	cfg := cluster.Configure("fleet-bench", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
-		remote.Configure("127.0.0.1", 0), cluster.WithKinds(client.FleetKind()))
+		remote.Configure("127.0.0.1", 0), cluster.WithKinds(fleet.Kind()))
 	c := cluster.New(sys, cfg)
 	c.StartMember()
 	defer c.Shutdown(true)
@@ -44,7 +46,15 @@ func BenchmarkRequestPath(b *testing.B) {
 		name   string
 		budget int
 	}{{"off", 0}, {"on", 64}} {
-		cl, err := client.New(client.Config{Cluster: c, FleetMaxConnsPerRoute: mode.budget, Logger: logger})
+		ccfg := client.Config{System: sys, Logger: logger}
+		if mode.budget > 0 {
+			budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: mode.budget, Etcd: etcd})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ccfg.Fleet = budget
+		}
+		cl, err := client.New(ccfg)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,8 +67,8 @@ func BenchmarkRequestPath(b *testing.B) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-		// Warm up: the route's first share (up to one lease for a new grain),
-		// then connections for the parallel runs.
+		// Warm up: the route's first share, then connections for the
+		// parallel runs.
 		get()
 		var warm sync.WaitGroup
 		for range 4 {

@@ -2,10 +2,11 @@
 
 // The in-process cluster tests: three members of a protoactor cluster in this
 // process (the test provider, disthash), each with its own connactor client
-// with a fleet budget, all loading one shared upstream that counts
-// connections from its side, and dialing through one shared socket counter.
-// They are built without the race detector only: protoactor's cluster has
-// data races of its own (RACES.md). Run them with
+// with a fleet budget on one etcd (Debian's etcd-server, started on 127.0.0.1
+// for the test), all loading one shared upstream that counts connections
+// from its side, and dialing through one shared socket counter. They are
+// built without the race detector only: protoactor's cluster has data races
+// of its own (RACES.md). Run them with
 //
 //	go test -count=1 -run '^TestCluster' ./fleet/
 package fleet_test
@@ -25,10 +26,12 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/fleet/etcdprovider"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // testLogger is quiet unless FLEET_TEST_LOG is set: a cluster logs a lot.
@@ -39,21 +42,40 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
+// startEtcd starts etcd for the test, or skips (fails under CI=true) when
+// there is none, and returns a client.
+func startEtcd(t testing.TB) *clientv3.Client {
+	t.Helper()
+	bin := needEtcd(t)
+	e, err := fleettest.StartEtcd(bin, t.TempDir(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop() })
+	cli, err := clientv3.New(etcdprovider.ClientConfig([]string{e.Endpoint()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 // inProcess is a cluster of members in this process, each with its own
-// connactor client (a fleet budget on the cluster), all against one upstream
-// and one shared socket counter (every client dials through it).
+// connactor client (a fleet budget on the cluster and etcd), all against one
+// upstream and one shared socket counter (every client dials through it).
 type inProcess struct {
 	t        testing.TB
 	budget   int
+	route    string
 	agent    *test.InMemAgent
+	etcd     *clientv3.Client
 	upstream *fleettest.Upstream
 	counter  *fleettest.Counter
 	members  []*inMember
 
-	mu        sync.Mutex
-	hosts     []int // the member index of each grain activation, in order
-	activated chan struct{}
-	leaving   sync.WaitGroup // members leaving in the background
+	mu      sync.Mutex
+	owners  []int // the member index each time a member came to own the route's ledger
+	leaving sync.WaitGroup
 }
 
 type inMember struct {
@@ -69,23 +91,21 @@ type inMember struct {
 
 type memberSpec struct {
 	callers int
-	floor   int
 }
 
 func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 	t.Helper()
+	cli := startEtcd(t)
 	up, err := fleettest.NewUpstream(2 * time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &inProcess{
-		t: t, budget: budget, agent: test.NewInMemAgent(), upstream: up, counter: &fleettest.Counter{},
-		activated: make(chan struct{}, 1),
-	}
+	f := &inProcess{t: t, budget: budget, route: up.URL(), agent: test.NewInMemAgent(), etcd: cli, upstream: up,
+		counter: &fleettest.Counter{}}
 	t.Cleanup(f.stop)
 	name := fmt.Sprintf("fleet-test-%d", time.Now().UnixNano())
 	// One after another: a member that joins while another starts can be
-	// missed (PROTOACTOR.md).
+	// missed by the cluster's provider.
 	for i, spec := range specs {
 		f.members = append(f.members, f.startMember(i, name, spec))
 	}
@@ -98,22 +118,23 @@ func startInProcess(t testing.TB, budget int, specs ...memberSpec) *inProcess {
 func (f *inProcess) startMember(i int, name string, spec memberSpec) *inMember {
 	logger := testLogger()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
-	// client.FleetKind(), with a hook that says where the grain activates.
-	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(string) {
-		f.mu.Lock()
-		f.hosts = append(f.hosts, i)
-		f.mu.Unlock()
-		select {
-		case f.activated <- struct{}{}:
-		default:
+	kind := fleet.NewKind(fleet.KindConfig{OnOwned: func(shard int, _ uint64) {
+		if shard == fleet.Shard(f.route) {
+			f.mu.Lock()
+			f.owners = append(f.owners, i)
+			f.mu.Unlock()
 		}
 	}})
 	cfg := cluster.Configure(name, test.NewTestProvider(f.agent), disthash.New(), remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind))
 	c := cluster.New(sys, cfg)
 	c.StartMember()
 	m := &inMember{i: i, c: c, renewals: fleettest.NewRenewals(), callers: spec.callers}
+	budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: f.budget, Etcd: f.etcd, Prefix: "/" + name + "/"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
 	cl, err := client.New(client.Config{
-		Cluster: c, FleetMaxConnsPerRoute: f.budget, FleetFloor: spec.floor,
+		Fleet:            budget,
 		MaxConnsPerRoute: f.budget, DialContext: f.counter.DialContext,
 		MeterProvider: m.renewals.MeterProvider, Logger: logger,
 	})
@@ -146,39 +167,32 @@ func (f *inProcess) unload(m *inMember) {
 }
 
 // leave stops m as a service that shuts down does: its callers end, its
-// client shuts down (connections closed, shares given back), its cluster
-// member leaves.
+// client shuts down (connections closed, shares given back, the member's
+// ledgers handed over), its cluster member leaves.
 func (f *inProcess) leave(m *inMember) {
-	m.end.Do(func() { f.leaveNow(m) })
-}
-
-func (f *inProcess) leaveNow(m *inMember) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f.unload(m)
-	if err := m.client.Shutdown(ctx); err != nil {
-		f.t.Errorf("member %d: client: %v", m.i, err)
-	}
-	m.c.Shutdown(true)
-	m.renewals.MeterProvider.Shutdown(ctx)
+	m.end.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		f.unload(m)
+		if err := m.client.Shutdown(ctx); err != nil {
+			f.t.Errorf("member %d: client: %v", m.i, err)
+		}
+		m.c.Shutdown(true)
+		m.renewals.MeterProvider.Shutdown(ctx)
+	})
 }
 
 // crash stops m as a process that dies does, as seen from the rest of the
-// fleet: its member stops answering at once (the other members still count
-// it as a member until deregister); then its sockets close. Its grain calls
-// fail: nothing it says reaches a grain elsewhere.
+// fleet: its session is left to expire in etcd, its member stops answering
+// at once, then its sockets close.
 func (f *inProcess) crash(m *inMember) {
 	m.end.Do(func() {
+		fleet.Crash(m.c.ActorSystem)
 		m.c.Shutdown(false)
 		f.unload(m)
 		m.client.Close()
 		m.renewals.MeterProvider.Shutdown(context.Background())
 	})
-}
-
-// deregister is the member provider noticing that m is gone.
-func (f *inProcess) deregister(m *inMember) {
-	f.agent.DeregisterService(m.c.ActorSystem.ID)
 }
 
 func (f *inProcess) stop() {
@@ -191,25 +205,25 @@ func (f *inProcess) stop() {
 	}
 }
 
-// host is the member index where the grain activated last.
-func (f *inProcess) host() int {
+// owner is the member index that came to own the route's ledger last.
+func (f *inProcess) owner() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.hosts) == 0 {
+	if len(f.owners) == 0 {
 		return -1
 	}
-	return f.hosts[len(f.hosts)-1]
+	return f.owners[len(f.owners)-1]
 }
 
-func (f *inProcess) activations() int {
+func (f *inProcess) ownerships() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.hosts)
+	return len(f.owners)
 }
 
-// route is m's route to the upstream, from its client's Stats.
-func (f *inProcess) route(m *inMember) client.RouteStats {
-	return fleettest.RouteOf(m.client.Stats(), f.upstream.URL())
+// stats is m's route to the upstream, from its client's Stats.
+func (f *inProcess) stats(m *inMember) client.RouteStats {
+	return fleettest.RouteOf(m.client.Stats(), f.route)
 }
 
 // await waits until cond holds, looking again every 20 ms (shares change
@@ -235,7 +249,7 @@ func (f *inProcess) await(what string, within time.Duration, cond func() bool) t
 func (f *inProcess) describe() string {
 	out := fmt.Sprintf("\n  counter open %d peak %d; upstream %+v", f.counter.Open(), f.counter.Peak(), f.upstream.Stats())
 	for _, m := range f.members {
-		r := f.route(m)
+		r := f.stats(m)
 		out += fmt.Sprintf("\n  member %d: share %d of %d (%s), open %d, idle %d, pending %d",
 			m.i, r.FleetShare, r.FleetBudget, r.FleetState, r.Open, r.Idle, r.Pending)
 	}
@@ -247,7 +261,7 @@ func (f *inProcess) describe() string {
 func (f *inProcess) holding(want map[*inMember]int) func() bool {
 	return func() bool {
 		for m, n := range want {
-			if r := f.route(m); r.Open != n || r.FleetShare != n {
+			if r := f.stats(m); r.Open != n || r.FleetShare != n {
 				return false
 			}
 		}
@@ -289,19 +303,34 @@ func (f *inProcess) serveMore(n int, members ...*inMember) {
 	}
 }
 
+func (f *inProcess) others(than *inMember) []*inMember {
+	var out []*inMember
+	for _, m := range f.members {
+		if m != than {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func TestClusterOfThreeNeverExceedsTheBudgetUnderLoad(t *testing.T) {
 	f := startInProcess(t, 12, memberSpec{callers: 10}, memberSpec{callers: 10}, memberSpec{callers: 10})
 	a, b, c := f.members[0], f.members[1], f.members[2]
 	took := f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{a: 4, b: 4, c: 4}))
 	t.Logf("fair shares (4 each) held %v after the load started", took.Round(time.Millisecond))
 	for _, m := range f.members {
+		m.loadMu.Lock()
+		t.Logf("member %d: the new route's first response %v after its load started", m.i, m.load.FirstServed().Round(time.Microsecond))
+		m.loadMu.Unlock()
+	}
+	for _, m := range f.members {
 		if st := m.client.Stats(); st.FleetMembers != 3 {
-			t.Errorf("member %d sees %d members, want 3", m.i, st.FleetMembers)
+			t.Errorf("member %d counts %d nodes, want 3", m.i, st.FleetMembers)
 		}
 	}
 	f.serveMore(300, a, b, c)
 	for _, m := range f.members {
-		if r := f.route(m); r.FleetShare != 4 || r.FleetBudget != 12 || r.FleetState != client.FleetLease || r.Open > 4 {
+		if r := f.stats(m); r.FleetShare != 4 || r.FleetBudget != 12 || r.FleetState != client.FleetLease || r.Open > 4 {
 			t.Errorf("member %d after more load: share %d of %d (%s), %d open; want 4 of 12 on a lease",
 				m.i, r.FleetShare, r.FleetBudget, r.FleetState, r.Open)
 		}
@@ -310,129 +339,63 @@ func TestClusterOfThreeNeverExceedsTheBudgetUnderLoad(t *testing.T) {
 	logRenewals(t, f)
 }
 
-// A member that shuts down gives its share back at once (its client's
-// Shutdown); one that had no more use for its share gave it back before.
-// The last busy member alone reaches the whole budget within 10 s.
+// A member whose callers stop gives its share back at its next renewal; a
+// member that shuts down gives its share back and hands its ledgers over
+// at once. The last busy member alone reaches the whole budget.
 func TestClusterSurvivorTakesTheWholeBudgetWhenAMemberLeaves(t *testing.T) {
 	f := startInProcess(t, 12, memberSpec{callers: 20}, memberSpec{callers: 20}, memberSpec{callers: 20})
 	f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{f.members[0]: 4, f.members[1]: 4, f.members[2]: 4}))
-	// The grain's move is another test's subject: the grain's host stays.
-	stay := f.members[max(f.host(), 0)]
-	var others []*inMember
-	for _, m := range f.members {
-		if m != stay {
-			others = append(others, m)
-		}
-	}
-	idler, leaver := others[0], others[1]
+	stay := f.members[0]
+	idler, leaver := f.members[1], f.members[2]
 	f.unload(idler) // its route goes idle: it gives its share back
-	f.await("the idle member's share shared out", 30*time.Second, f.holding(map[*inMember]int{stay: 6, leaver: 6, idler: 0}))
-	f.leaving.Go(func() { f.leave(leaver) }) // takes 2-5 s; its share comes back first
-	took := f.await("the whole budget at the survivor", 10*time.Second, f.holding(map[*inMember]int{stay: 12}))
+	took := f.await("the idle member's share shared out", 30*time.Second, f.holding(map[*inMember]int{stay: 6, leaver: 6, idler: 0}))
+	t.Logf("the idle member's share was shared out %v after its callers stopped", took.Round(time.Millisecond))
+	f.leaving.Go(func() { f.leave(leaver) })
+	took = f.await("the whole budget at the survivor", 10*time.Second, f.holding(map[*inMember]int{stay: 12}))
 	t.Logf("the survivor held the whole budget %v after the other member began to shut down", took.Round(time.Millisecond))
 	f.serveMore(100, stay)
 	f.checkBudget()
 	logRenewals(t, f)
 }
 
-func TestClusterGrainThatMovesNeverGrantsMoreThanTheBudget(t *testing.T) {
+// The member that owns the route's ledger dies. The others keep their
+// leases until they run out, then hold nothing: a floor is used only while
+// a live owner vouches for it (counts it), and a dead one counts nothing.
+// When etcd drops the dead member's session (its TTL), another member takes
+// the ledger over, in safe mode for a lease, and the survivors share the
+// whole budget again. The budget holds throughout.
+func TestClusterLedgerOfADeadMemberMovesAndTheBudgetHolds(t *testing.T) {
 	f := startInProcess(t, 12, memberSpec{callers: 10}, memberSpec{callers: 10}, memberSpec{callers: 10})
 	f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{f.members[0]: 4, f.members[1]: 4, f.members[2]: 4}))
-	host := f.members[f.host()]
-	var survivors []*inMember
-	for _, m := range f.members {
-		if m != host {
-			survivors = append(survivors, m)
-		}
-	}
-	before := f.activations()
-	f.crash(host)
-	f.deregister(host) // the provider notices at once: the survivors' leases still hold
-	took := f.await("the dead member's share shared out", 10*time.Second, f.holding(map[*inMember]int{survivors[0]: 6, survivors[1]: 6}))
-	t.Logf("the grain's host died; the survivors held 6 each %v later (lease %v, safe mode included)", took.Round(time.Millisecond), fleet.DefaultLease)
-	if f.activations() == before || f.host() == host.i {
-		t.Errorf("the grain did not move: activations %v", f.hosts)
-	}
-	f.serveMore(100, survivors...)
-	f.checkBudget()
-}
-
-func TestClusterKeepsTheLeaseThenTheFloorWhileTheGrainCannotBeReached(t *testing.T) {
-	const floor = 2
-	f := startInProcess(t, 12, memberSpec{callers: 10, floor: floor}, memberSpec{callers: 10, floor: floor}, memberSpec{callers: 10, floor: floor})
-	f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{f.members[0]: 4, f.members[1]: 4, f.members[2]: 4}))
-	host := f.members[f.host()]
-	var survivors []*inMember
-	for _, m := range f.members {
-		if m != host {
-			survivors = append(survivors, m)
-		}
-	}
-	// The host dies and nobody notices: the grain cannot be reached. The
-	// survivors keep their lease until it expires, then fall to the floor:
-	// they open nothing more. (Their busy connections stay with their own
-	// waiters: a route sheds connections above its share only as they
-	// become free with no waiter of its own; see the package doc.)
+	host := f.members[f.owner()]
+	survivors := f.others(host)
+	before := f.ownerships()
 	f.crash(host)
 	start := time.Now()
-	took := f.await("the floor", 15*time.Second, func() bool {
+	f.await("the leases run out", 15*time.Second, func() bool {
 		for _, m := range survivors {
-			if r := f.route(m); r.FleetShare != floor || r.FleetState != client.FleetFloor || r.Open > 4 {
+			if r := f.stats(m); r.FleetShare != 0 {
 				return false
 			}
 		}
 		return true
 	})
-	t.Logf("with the grain unreachable, the survivors kept their lease and fell to the floor %v after the crash", took.Round(time.Millisecond))
-	for _, m := range survivors {
-		if rs := m.renewals.Read(); rs.Failed == 0 {
-			t.Errorf("member %d: no failed grain call recorded (%+v)", m.i, rs)
-		}
+	t.Logf("the survivors kept their leases, then held nothing from %v after the crash", time.Since(start).Round(time.Millisecond))
+	f.await("the dead member's share shared out", 30*time.Second, f.holding(map[*inMember]int{survivors[0]: 6, survivors[1]: 6}))
+	t.Logf("the survivors held 6 each %v after the crash (session TTL, then safe mode)", time.Since(start).Round(time.Millisecond))
+	if f.ownerships() == before || f.owner() == host.i {
+		t.Errorf("the ledger did not move: owners %v", f.owners)
 	}
-	// The lease held for most of its length before the floor.
-	if took < fleet.DefaultLease/2 {
-		t.Errorf("the floor came %v after the crash: the lease should have held longer", took)
-	}
-	f.deregister(host)
-	f.await("the dead member's share shared out", 20*time.Second, f.holding(map[*inMember]int{survivors[0]: 6, survivors[1]: 6}))
-	t.Logf("after the provider noticed, the survivors held 6 each %v after the crash", time.Since(start).Round(time.Millisecond))
+	f.serveMore(100, survivors...)
 	f.checkBudget()
 }
 
 func logRenewals(t *testing.T, f *inProcess) {
 	for _, m := range f.members {
-		r := f.route(m)
+		r := f.stats(m)
 		rs := m.renewals.Read()
-		t.Logf("member %d: share %d (%s); grain calls: %d answered (mean %v, p50 <= %v, p99 <= %v, max %v, last %v), %d failed",
+		t.Logf("member %d: share %d (%s); renewals: %d answered (mean %v, p50 <= %v, p99 <= %v, max %v, last %v), %d failed",
 			m.i, r.FleetShare, r.FleetState, rs.Answered, rs.Mean.Round(time.Microsecond), rs.P50, rs.P99,
 			rs.Max.Round(time.Microsecond), r.FleetRenewal.Round(time.Microsecond), rs.Failed)
-	}
-}
-
-// BenchmarkGrainCall measures one ShareRequest to the budget grain through
-// cluster.Request, from the member that hosts the grain and from another.
-func BenchmarkGrainCall(b *testing.B) {
-	f := startInProcess(b, 1000, memberSpec{}, memberSpec{}, memberSpec{})
-	route := "http://10.0.0.1:8080"
-	if _, err := fleet.CallGrain(f.members[0].c, route, "bench-warm", 1); err != nil {
-		b.Fatal(err)
-	}
-	host := f.host()
-	for _, bc := range []struct {
-		name string
-		m    *inMember
-	}{
-		{"local", f.members[host]},
-		{"remote", f.members[(host+1)%3]},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			node := "bench-" + bc.name
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if _, err := fleet.CallGrain(bc.m.c, route, node, uint64(i+1)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -1,242 +1,215 @@
 package fleet
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/connactor/connactor/actors"
+	"github.com/connactor/connactor/fleet/internal/protocol"
 )
 
-// keeperActor is the Keeper's actor. All its fields are touched only inside
-// Receive, but for k's and cfg's read-only parts.
+// keeperActor is one client's keeper: protocol.Keeper in an actor. The
+// supervisor tells it each route's usage (actors.UsageReported) and asks it
+// for the shares (actors.SharesRequest); it renews with the hosts (Renew by
+// ctx.Request, answered with RenewReply) and tells the supervisor every
+// change of a share (actors.ShareChanged). It runs its timers after every
+// message and every tickInterval. All its state is touched only inside
+// Receive.
 type keeperActor struct {
-	k       *Keeper
-	cfg     Config
-	p       params
-	routes  map[string]*routeShare
-	members int
-	// topologySeen: a topology event arrived, so the first count (read
-	// concurrently at start) is older and ignored.
-	topologySeen bool
-	releasing    bool
+	m    *member
+	cfg  actors.FleetKeeperConfig
+	kc   protocol.KeeperConfig
+	k    *protocol.Keeper
+	self *actor.PID
+	stop chan struct{} // ends the ticker
+	done chan struct{} // closed when the actor has stopped
+	// release: a Stop gives the shares back; closed once the last renewals
+	// are answered (or given up).
+	release chan struct{}
 }
 
-// Receive handles the keeper's messages (messages.go; RenewNow from grains).
+// Messages to the keeper actor from its handle. keeperSnapshotRequest is
+// answered on reply (cap 1), keeperReleaseRequest by closing done.
+type (
+	keeperTick            struct{}
+	keeperSnapshotRequest struct{ reply chan actors.FleetSnapshot }
+	keeperReleaseRequest  struct{ done chan struct{} }
+)
+
+var theKeeperTick = &keeperTick{}
+
 func (a *keeperActor) Receive(ctx actor.Context) {
+	now := time.Now()
 	switch m := ctx.Message().(type) {
-	case *UsageReported:
-		a.onUsage(ctx, m)
-	case tick:
-		a.onTick(ctx)
-	case *callEnded:
-		a.onCallEnded(ctx, m)
-	case *structpb.Struct:
-		a.onStruct(ctx, m)
-	case *membersSeen:
-		a.onMembersSeen(ctx, m)
-	case *SharesRequest:
-		a.onSharesRequest(ctx)
-	case *snapshotRequest:
-		m.reply <- a.snapshot()
-	case *releaseRequest:
-		a.onRelease(ctx, m)
+	case *actor.Started:
+		a.self = ctx.Self()
+		a.kc.Node = nodeID(a.self)
+		a.k = protocol.NewKeeper(a.kc, keeperSink{a})
+		if reg := a.m.addKeeper(a.self); reg != nil {
+			a.k.SetRegistry(reg, now)
+		}
+		a.stop = make(chan struct{})
+		a.m.ticker(a.self, theKeeperTick, a.stop)
+		return
+	case *actors.UsageReported:
+		a.k.Usage(m.Route, m.Held, m.Idle, m.Waiting, now)
+	case *actors.SharesRequest:
+		a.k.SharesRequest()
+	case *wrapperspb.BytesValue:
+		a.onBytes(m, now)
+	case *actor.DeadLetterResponse:
+		// A renewal reached a member where no host lives (any more).
+		if m.Target != nil {
+			a.k.Unreachable(protocol.HostID(m.Target.Address), now)
+		}
+	case *keeperTick:
+	case *registryChanged:
+		a.k.SetRegistry(m.reg, now)
+	case *sessionLost:
+		a.k.SessionLost()
+	case *keeperSnapshotRequest:
+		m.reply <- a.snapshot(now)
+		return
+	case *keeperReleaseRequest:
+		a.release = m.done
+		a.k.Release(now)
+	case *actor.Stopping:
+		close(a.stop)
+		a.m.removeKeeper(a.self)
+		return
 	case *actor.Stopped:
-		close(a.k.done)
-	case *actor.Started, *actor.Stopping, *actor.Restarting:
+		if a.release != nil {
+			close(a.release)
+		}
+		close(a.done)
+		return
+	case *actor.Restarting:
+		return
 	default:
-		a.cfg.Logger.Warn("fleet: keeper got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))
-	}
-}
-
-func (a *keeperActor) onUsage(ctx actor.Context, m *UsageReported) {
-	if a.releasing || m.Route == "" {
+		a.m.logger.Warn("fleet: keeper got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 		return
 	}
-	now := a.cfg.now()
-	r := a.routes[m.Route]
-	if r == nil {
-		r = newRouteShare(m.Route, now)
-		a.routes[m.Route] = r
-	}
-	r.usage(now, m.Held, m.Idle, m.Waiting)
-	a.step(ctx, r, now)
-}
-
-func (a *keeperActor) onTick(ctx actor.Context) {
-	now := a.cfg.now()
-	for _, r := range a.routes {
-		a.step(ctx, r, now)
+	a.k.Tick(now)
+	if a.release != nil && a.k.InFlight() == 0 {
+		close(a.release)
+		a.release = nil
 	}
 }
 
-func (a *keeperActor) onCallEnded(ctx actor.Context, m *callEnded) {
-	r := a.routes[m.route]
-	if r == nil {
-		return
-	}
-	now := a.cfg.now()
-	// An abandoned call was reported to OnRenewal when it was abandoned.
-	sentAt, latest := r.sentAt, m.seq == r.seq && r.inFlight
-	r.ended(now, m.seq, m.resp, m.err)
-	if latest && a.cfg.OnRenewal != nil {
-		a.cfg.OnRenewal(Renewal{Route: r.route, Took: now.Sub(sentAt), Err: m.err, Grant: m.resp.Grant, Safe: m.resp.Safe > 0})
-	}
-	if latest && m.err != nil {
-		a.cfg.Logger.Debug("fleet: budget grain call failed", slog.String("route", r.route), slog.Any("error", m.err))
-	}
-	a.step(ctx, r, now)
-}
-
-// onSharesRequest tells the supervisor again every share that is not 0.
-func (a *keeperActor) onSharesRequest(ctx actor.Context) {
-	if a.releasing {
-		return
-	}
-	for _, r := range a.routes {
-		if r.told != 0 {
-			ctx.Send(a.cfg.Supervisor, &ShareChanged{Route: r.route, Share: r.told, Budget: a.budgetOf(r)})
-		}
-	}
-}
-
-func (a *keeperActor) onStruct(ctx actor.Context, m *structpb.Struct) {
-	n, err := decodeRenewNow(m)
+func (a *keeperActor) onBytes(b *wrapperspb.BytesValue, now time.Time) {
+	msg, err := protocol.Decode(b.GetValue())
 	if err != nil {
-		a.cfg.Logger.Warn("fleet: keeper got a malformed message", slog.Any("error", err))
+		a.m.logger.Warn("fleet: keeper got a malformed message", slog.Any("error", fmt.Errorf("%w: %w", ErrBadMessage, err)))
 		return
 	}
-	r := a.routes[n.Route]
-	if r == nil {
-		return
-	}
-	now := a.cfg.now()
-	r.nudge(now)
-	a.step(ctx, r, now)
-}
-
-func (a *keeperActor) onMembersSeen(ctx actor.Context, m *membersSeen) {
-	if m.first && a.topologySeen {
-		return
-	}
-	a.topologySeen = a.topologySeen || !m.first
-	if m.n == a.members {
-		return
-	}
-	a.members = m.n
-	a.onTick(ctx) // the floor may have changed
-}
-
-// floor is the share of a route whose lease expired while its grain could
-// not be reached (Config.Floor).
-func (a *keeperActor) floor() int {
-	switch {
-	case a.cfg.Floor > 0:
-		return min(a.cfg.Floor, a.cfg.Budget)
-	case a.cfg.Floor < 0 || a.members <= 0:
-		return 0
-	}
-	return a.cfg.Budget / a.members
-}
-
-// step brings one route up to date at now: gives up on an overdue call, starts
-// a call when one is due, tells the supervisor a changed share and forgets
-// the route once nothing is left of it.
-func (a *keeperActor) step(ctx actor.Context, r *routeShare, now time.Time) {
-	if sentAt := r.sentAt; r.abandon(now, &a.p) && a.cfg.OnRenewal != nil {
-		a.cfg.OnRenewal(Renewal{Route: r.route, Took: now.Sub(sentAt), Err: fmt.Errorf("%w (after %v)", ErrCallTimeout, a.p.callTimeout)})
-	}
-	if a.releasing {
-		return // the release calls were the last: nothing starts after them
-	}
-	if r.due(now, &a.p) && !a.k.stopping.Load() { // once Stop has begun only the release calls start
-		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
-	}
-	share, _ := r.share(now, a.floor())
-	if share != r.told {
-		r.told = share
-		ctx.Send(a.cfg.Supervisor, &ShareChanged{Route: r.route, Share: share, Budget: a.budgetOf(r)})
-	}
-	if r.told == 0 && r.forgettable(now, &a.p) {
-		delete(a.routes, r.route)
+	switch m := msg.(type) {
+	case protocol.RenewReply:
+		a.k.HandleReply(m, now)
+	case protocol.Nudge:
+		a.k.Nudged(m.Host)
+	default:
+		a.m.logger.Warn("fleet: keeper got a message for a host", slog.String("type", fmt.Sprintf("%T", m)))
 	}
 }
 
-func (a *keeperActor) budgetOf(r *routeShare) int {
-	if r.budget > 0 {
-		return r.budget
-	}
-	return a.cfg.Budget
-}
-
-func (a *keeperActor) node(ctx actor.Context) nodeID {
-	return nodeID{Address: ctx.Self().Address, ID: ctx.Self().Id}
-}
-
-// call runs one grain call on a goroutine owned by the Keeper's workers; its
-// end comes back as a callEnded message.
-func (a *keeperActor) call(ctx actor.Context, req shareRequest) {
-	k, g, timeout := a.k, a.cfg.granter, a.p.callTimeout
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	msg := req.proto()
-	k.workers.Go(func() {
-		end := &callEnded{route: req.Route, seq: req.Seq}
-		s, err := g.call(req.Route, msg, timeout)
-		if err == nil {
-			end.resp, err = decodeShareResponse(s)
-		}
-		end.err = err
-		select {
-		case <-k.done: // the keeper has stopped: nobody to tell
-		default:
-			root.Send(self, end)
-		}
-	})
-}
-
-// onRelease gives every share back: each route with something the grain
-// counts gets a last call that wants and has nothing (it still reports what
-// it holds: the grain counts that until the lease expires). These are the
-// keeper's last calls: from here on it starts none (step). It makes none
-// when Stop's context ended before it got here, nor a second time.
-func (a *keeperActor) onRelease(ctx actor.Context, m *releaseRequest) {
-	defer close(m.done)
-	if a.releasing {
-		return
-	}
-	a.releasing = true
-	if m.ctx.Err() != nil {
-		return // Stop gave up on the release: the shares expire with their leases
-	}
-	now := a.cfg.now()
-	for _, r := range a.routes {
-		if r.grainCounts() == 0 && r.has(now) == 0 {
-			continue
-		}
-		r.released = true
-		r.inFlight = false // an answer to an earlier call no longer matters
-		a.call(ctx, r.begin(now, &a.p, a.node(ctx), a.floor()))
-	}
-}
-
-func (a *keeperActor) snapshot() Snapshot {
-	now := a.cfg.now()
-	s := Snapshot{Budget: a.cfg.Budget, Members: a.members, Floor: a.floor(), Routes: make([]RouteShare, 0, len(a.routes))}
-	for _, r := range a.routes {
-		share, onFloor := r.share(now, s.Floor)
-		left := time.Duration(0)
-		if now.Before(r.leaseUntil) {
-			left = r.leaseUntil.Sub(now)
-		}
-		s.Routes = append(s.Routes, RouteShare{
-			Route: r.route, Share: share, OnFloor: onFloor, Budget: a.budgetOf(r),
-			Grant: r.grant, LeaseLeft: left, Safe: r.safe, Nodes: r.nodes,
-			Held: r.held, Idle: r.idle, Waiting: r.waiting,
-			LastRenewal: r.lastTook, Renewals: r.renewed, Failures: r.failures,
-		})
+func (a *keeperActor) snapshot(now time.Time) actors.FleetSnapshot {
+	members, routes := a.k.Snapshot(now)
+	s := actors.FleetSnapshot{Members: members, Routes: make([]actors.FleetRoute, len(routes))}
+	for i, r := range routes {
+		s.Routes[i] = actors.FleetRoute{Route: r.Route, LeaseLeft: r.LeaseLeft, Safe: r.Safe, OnFloor: r.OnFloor,
+			LastRenewal: r.LastRenewal}
 	}
 	sort.Slice(s.Routes, func(i, j int) bool { return s.Routes[i].Route < s.Routes[j].Route })
 	return s
+}
+
+// keeperSink is the keeper's outside world: renewals to the hosts by the
+// cluster, shares to the supervisor, outcomes to the client's telemetry.
+type keeperSink struct{ a *keeperActor }
+
+func (s keeperSink) Send(to protocol.HostID, r protocol.Renew) {
+	a := s.a
+	a.m.sys.Root.RequestWithCustomSender(actor.NewPID(string(to), hostName), wrap(r), a.self)
+}
+
+func (s keeperSink) ShareChanged(route string, share, budget int) {
+	s.a.m.sys.Root.Send(s.a.cfg.Supervisor, &actors.ShareChanged{Route: route, Share: share, Budget: budget})
+}
+
+func (s keeperSink) Renewed(_ protocol.HostID, took time.Duration, err error) {
+	if s.a.cfg.OnRenewal == nil {
+		return
+	}
+	if errors.Is(err, protocol.ErrTimeout) {
+		err = fmt.Errorf("%w (after %v)", ErrCallTimeout, took)
+	}
+	s.a.cfg.OnRenewal(took, err)
+}
+
+// keeperHandle is a running keeper, as actors.FleetKeeper.
+type keeperHandle struct {
+	a    *keeperActor
+	pid  *actor.PID
+	node protocol.NodeID
+}
+
+func (h *keeperHandle) PID() *actor.PID { return h.pid }
+
+func (h *keeperHandle) Snapshot(ctx context.Context) (actors.FleetSnapshot, error) {
+	reply := make(chan actors.FleetSnapshot, 1)
+	h.a.m.sys.Root.Send(h.pid, &keeperSnapshotRequest{reply: reply})
+	select {
+	case s := <-reply:
+		return s, nil
+	case <-h.a.done:
+		return actors.FleetSnapshot{}, ErrStopped
+	case <-ctx.Done():
+		return actors.FleetSnapshot{}, ctx.Err()
+	}
+}
+
+// releaseWait bounds how long Stop waits for the hosts to answer its last
+// renewals: the shares go back at once when they do, and with the node's
+// leaving the registry (or the leases' ends) when they do not.
+const releaseWait = 2 * time.Second
+
+// Stop gives every share back (a last renewal to each host, which wants and
+// has nothing), takes the node out of the registry, stops the keeper and, if
+// it was its member's last, hands the member's shards to the other members
+// and ends its session. It waits at most until ctx ends; what it could not
+// finish happens with the TTLs of the leases and of the session.
+func (h *keeperHandle) Stop(ctx context.Context) error {
+	m := h.a.m
+	if m.crashed.Load() {
+		m.sys.Root.Stop(h.pid)
+		<-h.a.done
+		m.leave(ctx)
+		return nil
+	}
+	done := make(chan struct{})
+	m.sys.Root.Send(h.pid, &keeperReleaseRequest{done: done})
+	wait, cancel := context.WithTimeout(ctx, releaseWait)
+	select {
+	case <-done:
+	case <-h.a.done:
+	case <-wait.Done():
+	}
+	cancel()
+	if err := m.coord.Deregister(ctx, h.node); err != nil {
+		m.logger.Debug("fleet: the node could not leave the registry; it leaves with the session", slog.Any("error", err))
+	}
+	m.sys.Root.Poison(h.pid)
+	select {
+	case <-h.a.done:
+	case <-ctx.Done():
+	}
+	m.leave(ctx)
+	return ctx.Err()
 }

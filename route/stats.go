@@ -62,8 +62,8 @@ type Stats struct {
 	// when none is set). FleetBudget is the fleet-wide budget the share is
 	// part of. FleetState says where the share comes from (client's
 	// FleetNone, FleetLease, FleetSafe, FleetFloor; "" without a fleet
-	// budget), and FleetRenewal is how long the last answered call to the
-	// route's budget grain took.
+	// budget), and FleetRenewal is how long the last answered renewal with
+	// the host of the route's ledger took.
 	FleetShare   int           `json:"fleetShare"`
 	FleetBudget  int           `json:"fleetBudget"`
 	FleetState   string        `json:"fleetState,omitempty"`

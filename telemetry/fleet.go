@@ -8,10 +8,11 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
-// FleetRenewal records one call of this node to a budget grain (fleet
+// FleetRenewal records one renewal of this node with a budget host (fleet
 // budgets): how long it took, and its error.type when it failed (ErrorType's
-// values; a call abandoned after fleet.Config.CallTimeout is a "timeout").
-// The keeper calls it on its own goroutine, through fleet.Config.OnRenewal.
+// values; a renewal unanswered after the keeper's timeout is a "timeout").
+// The keeper calls it on its own goroutine, through
+// actors.FleetKeeperConfig.OnRenewal.
 // It never blocks; a nil t records nothing.
 func (t *Telemetry) FleetRenewal(took time.Duration, err error) {
 	if t == nil || !t.fleetRenewal.Enabled(background) {

@@ -51,8 +51,8 @@ const (
 	MetricLeaseRejected  = "connactor.lease.rejected"           // counter by connactor.lease.reject_reason (queue_full, route_unavailable)
 	MetricRouteFailFast  = "connactor.route.fail_fast"          // gauge: 1 while a route fails fast (its dials keep failing)
 	MetricRouteIdleLearn = "connactor.route.learned_idle"       // gauge, s: the server's idle timeout a route learned (0 = none)
-	MetricFleetShare     = "connactor.fleet.share"              // gauge: this node's share of a route's fleet-wide budget (Config.FleetMaxConnsPerRoute)
-	MetricFleetRenewal   = "connactor.fleet.renewal.duration"   // histogram, s: one budget grain call (ask, renew or give back), by error.type when it failed
+	MetricFleetShare     = "connactor.fleet.share"              // gauge: this node's share of a route's fleet-wide budget (Config.Fleet)
+	MetricFleetRenewal   = "connactor.fleet.renewal.duration"   // histogram, s: one renewal with a budget host (ask, renew or give back), by error.type when it failed
 )
 
 // Attribute keys and span event names of connactor's own.
@@ -223,7 +223,7 @@ func New(cfg Config) *Telemetry {
 		metric.WithDescription("This node's share of the route's fleet-wide connection budget."))
 	check(err)
 	t.fleetRenewal, err = m.Float64Histogram(MetricFleetRenewal, metric.WithUnit("s"),
-		metric.WithDescription("Time of one call to a route's budget grain: asking for a share, renewing it or giving it back."),
+		metric.WithDescription("Time of one renewal with a budget host (every route of its shards): asking for shares, renewing them or giving them back."),
 		metric.WithExplicitBucketBoundaries(leaseWaitBuckets...))
 	check(err)
 	for _, err := range errs {

@@ -15,7 +15,7 @@
 //	go run ./examples/actorservice -join 127.0.0.1:PORT/CLUSTER
 //
 // does the same as a member of a protoactor cluster (etcd provider, disthash)
-// with a fleet budget on the client (Config.Cluster, FleetMaxConnsPerRoute):
+// with a fleet budget on the client (Config.Fleet, a fleet.Budget):
 // examples/fleet prints the flag's value while it runs. The shutdown order is
 // then: actors, client, cluster.
 package main
@@ -34,8 +34,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/fleet"
 )
 
 type options struct {
@@ -64,6 +66,7 @@ func main() {
 type service struct {
 	sys     *actor.ActorSystem
 	cluster *cluster.Cluster // nil on one node
+	etcd    *clientv3.Client // the fleet budget's, when joined
 	client  *client.Client
 }
 
@@ -72,13 +75,18 @@ func startService(o options) (*service, error) {
 	cfg := client.Config{System: sys, MaxConnsPerRoute: 4, Logger: o.logger}
 	s := &service{sys: sys}
 	if o.join != "" {
-		c, err := joinCluster(sys, o.join)
+		c, cli, err := joinCluster(sys, o.join)
 		if err != nil {
 			return nil, err
 		}
-		s.cluster = c
-		cfg.System = nil // taken from the cluster, which owns sys
-		cfg.Cluster, cfg.FleetMaxConnsPerRoute = c, o.budget
+		s.cluster, s.etcd = c, cli
+		budget, err := fleet.New(c, fleet.Options{MaxConnsPerRoute: o.budget, Etcd: cli})
+		if err != nil {
+			s.stop()
+			return nil, err
+		}
+		cfg.System = nil // taken from the budget: the cluster's, which owns sys
+		cfg.Fleet = budget
 	}
 	c, err := client.New(cfg)
 	if err != nil {
@@ -94,6 +102,7 @@ func startService(o options) (*service, error) {
 func (s *service) stop() {
 	if s.cluster != nil {
 		s.cluster.Shutdown(true)
+		s.etcd.Close()
 		return
 	}
 	s.sys.Shutdown()
@@ -174,6 +183,6 @@ func report(out io.Writer, site *site, results []Result, st client.Stats) {
 		fmt.Fprintln(out)
 	}
 	if st.FleetMembers > 0 {
-		fmt.Fprintf(out, "the fleet: %d cluster members run the budget grain\n", st.FleetMembers)
+		fmt.Fprintf(out, "the fleet: %d nodes share the budget\n", st.FleetMembers)
 	}
 }

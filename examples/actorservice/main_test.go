@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
@@ -131,7 +131,7 @@ func TestLinkCheckerJoinsAFleet(t *testing.T) {
 	for _, want := range []string{
 		`joined cluster "` + name + `"`,
 		`(?m)^  docs .*fleet share \d of 3 \(\w+\)$`,
-		`the fleet: 2 cluster members run the budget grain`,
+		`the fleet: 2 nodes share the budget`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("output lacks %q", want)

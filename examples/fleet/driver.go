@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/fleet"
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // lateClose is how late the upstream may see a close: a node that closes a
@@ -29,7 +29,7 @@ type driver struct {
 	names  []string
 	last   map[string]fleettest.Event
 	ready  map[string]bool
-	hosts  []string // where the grain activated, in order
+	hosts  []string // where the route's ledger came to be owned, in order
 	dead   string
 	served int // by the upstream, at the last row
 }
@@ -62,7 +62,7 @@ func (f *driver) record(e fleettest.ProcessEvent) {
 	switch e.Event.Event {
 	case "ready":
 		f.ready[e.Name] = true
-	case "activated":
+	case "owned":
 		f.hosts = append(f.hosts, e.Name)
 	case "status":
 		f.last[e.Name] = e.Event
@@ -93,7 +93,7 @@ func (f *driver) alive() []string {
 	return slices.DeleteFunc(slices.Clone(f.names), func(n string) bool { return n == f.dead })
 }
 
-// play runs the load, kills the grain's host halfway and prints the table and
+// play runs the load, kills the owner of the route's ledger halfway and prints the table and
 // the figures.
 func (f *driver) play() error {
 	if err := f.until("three members seen by each", 30*time.Second, func() bool {
@@ -115,7 +115,7 @@ func (f *driver) play() error {
 	f.header()
 	var (
 		killedAt             time.Time
-		floorBack, leaseBack time.Duration // until the survivors held the whole budget, on floors or leases
+		wholeBack, leaseBack time.Duration // until the survivors held the whole budget, and on leases out of safe mode
 	)
 	for row := 1; time.Since(start) < f.o.duration; row++ {
 		f.wait(time.Until(start.Add(time.Duration(row) * f.o.every)))
@@ -124,7 +124,7 @@ func (f *driver) play() error {
 			f.dead = f.hosts[len(f.hosts)-1]
 			f.procs[f.dead].Kill()
 			killedAt = time.Now()
-			notes = append(notes, "killed "+f.dead+" (SIGKILL), the budget grain's host")
+			notes = append(notes, "killed "+f.dead+" (SIGKILL), the owner of the route's ledger")
 		}
 		if !killedAt.IsZero() {
 			held, leased := 0, true
@@ -132,8 +132,8 @@ func (f *driver) play() error {
 				held += f.last[n].Held
 				leased = leased && !f.last[n].OnFloor && !f.last[n].Safe
 			}
-			if held == f.o.budget && floorBack == 0 {
-				floorBack = time.Since(killedAt)
+			if held == f.o.budget && wholeBack == 0 {
+				wholeBack = time.Since(killedAt)
 				notes = append(notes, "the survivors hold the whole budget")
 			}
 			if held == f.o.budget && leased && leaseBack == 0 {
@@ -143,7 +143,7 @@ func (f *driver) play() error {
 		}
 		f.row(time.Since(start), strings.Join(notes, ", "))
 	}
-	return f.summary(floorBack, leaseBack)
+	return f.summary(wholeBack, leaseBack)
 }
 
 func (f *driver) header() {
@@ -179,21 +179,22 @@ func (f *driver) row(t time.Duration, note string) {
 	fmt.Fprintf(f.out, "  %2d of %-2d budget  %8.0f  %s\n", s.Open, f.o.budget, rate, note)
 }
 
-func (f *driver) summary(floorBack, leaseBack time.Duration) error {
+func (f *driver) summary(wholeBack, leaseBack time.Duration) error {
 	fmt.Fprintf(f.out, "\nshare/held: the node's share of the budget and the connections it holds (dials included);\n"+
-		"safe: the budget grain is new (first use, or moved after its host died): for one lease (%v) it\n"+
-		"  grants no node more than the lease or floor it has; floor: the lease expired while the grain\n"+
-		"  could not be reached, so the node uses its floor (budget / members it sees)\n", fleet.DefaultLease)
+		"floor: the lease expired while the owner of the route's ledger cannot reach etcd: the node uses\n"+
+		"  the floor the owner vouches for (at most budget / nodes registered), which it keeps counting;\n"+
+		"safe: the ledger was taken over from a member that died (once etcd dropped its session): for\n"+
+		"  one lease (%v) it grants no node more than it has\n", fleet.DefaultLease)
 	s := f.up.Stats()
 	late := f.up.PeakAllowingLateCloses(lateClose)
 	fmt.Fprintf(f.out, "\nthe upstream: %d connections accepted, %d closed, %d requests served\n", s.Accepted, s.Closed, s.Served)
 	fmt.Fprintf(f.out, "peak: %d connections open at once (%d counting closes up to %v late) against a budget of %d\n", s.Peak, late, lateClose, f.o.budget)
 	if f.dead != "" {
-		fmt.Fprintf(f.out, "the dead node's share came back to the survivors %s on floors, %s on leases\n", since(floorBack), since(leaseBack))
+		fmt.Fprintf(f.out, "the survivors held the whole budget %s after the kill (%s on leases out of safe mode)\n", since(wholeBack), since(leaseBack))
 	}
 	for _, n := range f.alive() {
 		e := f.last[n]
-		fmt.Fprintf(f.out, "%s: grain calls mean %v, p50 <= %v, p99 <= %v, max %v (%d answered, %d failed or timed out)\n",
+		fmt.Fprintf(f.out, "%s: renewals mean %v, p50 <= %v, p99 <= %v, max %v (%d answered, %d failed or timed out)\n",
 			n, e.CallMean.Round(time.Microsecond), e.CallP50, e.CallP99, e.CallMax.Round(time.Microsecond), e.Renewals, e.Failures)
 	}
 	if late > f.o.budget {

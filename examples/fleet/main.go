@@ -1,6 +1,6 @@
 // Command fleet shows fleet-wide connection budgets: three nodes of a
 // protoactor cluster, each with its own connactor client, share one budget
-// per upstream (client.Config.FleetMaxConnsPerRoute), so that together they
+// per upstream (client.Config.Fleet, a fleet.Budget), so that together they
 // never open more than it.
 //
 //	go run ./examples/fleet
@@ -8,13 +8,14 @@
 // It starts etcd (Debian's etcd-server, /usr/bin/etcd) on 127.0.0.1 as the
 // cluster's member provider, a local upstream that counts connections from its
 // side, and three member processes (this program again): each runs a cluster
-// member with client.FleetKind() among its kinds and a connactor client on
-// that cluster, whose callers keep asking the upstream. Halfway it kills the
-// member that hosts the budget grain with SIGKILL. It prints, every second,
+// member with fleet.Kind() among its kinds and a connactor client on
+// that cluster (its fleet budget on the same etcd), whose callers keep asking
+// the upstream. Halfway it kills the member that owns the route's ledger with
+// SIGKILL. It prints, every second,
 // each node's share and connections, the connections the upstream sees
 // against the budget, and the requests served; then the figures: the peak
 // against the budget, how long the dead node's share took to come back, and
-// how long grain calls took (from each client's
+// how long renewals took (from each client's
 // connactor.fleet.renewal.duration histogram).
 //
 // While it runs, another service can join its cluster: it prints the command
@@ -28,7 +29,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 // memberEnv marks a process started by this program as a member.
@@ -47,7 +48,7 @@ func main() {
 		return
 	}
 	var o options
-	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long the load runs; a node is killed halfway")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "how long the load runs; a node is killed halfway")
 	flag.IntVar(&o.budget, "budget", 12, "the fleet budget: connections to the upstream across all nodes")
 	flag.IntVar(&o.callers, "callers", 10, "callers per node (more than budget/3, so that every node wants more)")
 	flag.DurationVar(&o.every, "every", time.Second, "time between two rows of the table")

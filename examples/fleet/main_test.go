@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 	"github.com/connactor/connactor/internal/testkit/realtest"
 )
 
@@ -30,13 +30,13 @@ func TestExampleHoldsTheBudgetWhenANodeIsKilled(t *testing.T) {
 	if b, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
-	out, err := exec.Command(bin, "-duration", "16s", "-every", "500ms").CombinedOutput()
+	out, err := exec.Command(bin, "-duration", "24s", "-every", "500ms").CombinedOutput()
 	t.Logf("\n%s", out)
 	if err != nil {
 		t.Fatalf("the example failed: %v", err)
 	}
 	for _, want := range []string{
-		`killed node\d \(SIGKILL\), the budget grain's host`,
+		`killed node\d \(SIGKILL\), the owner of the route's ledger`,
 		`the survivors hold the whole budget`,
 		`peak: \d+ connections open at once \(\d+ counting closes up to 250ms late\) against a budget of 12`,
 		`(?m)^budget held$`,

@@ -49,7 +49,7 @@ type Limits struct {
 	LeaseTimeout          float64 `json:"leaseTimeout"`          // Config.LeaseTimeout
 	MaxIdleTime           float64 `json:"maxIdleTime"`           // Config.MaxIdleTime
 	MaxLifetime           float64 `json:"maxLifetime"`           // Config.MaxLifetime
-	FleetMaxConnsPerRoute int     `json:"fleetMaxConnsPerRoute"` // Config.FleetMaxConnsPerRoute (0 = no fleet budget)
+	FleetMaxConnsPerRoute int     `json:"fleetMaxConnsPerRoute"` // Config.Fleet's budget per route (0 = no fleet budget)
 }
 
 // New returns the Status of st, a snapshot taken just now of a client that

@@ -3,7 +3,9 @@
 // fault servers (faultserver), a server on several loopback addresses and the
 // resolver that puts them behind one name (loopbacks), proxies (proxytest),
 // the real daemons the integration tests start on 127.0.0.1 (realtest: nginx,
-// squid, etcd), toxiproxy's client (toxi), the requests several packages' tests send (calls), and the helpers that find programs
-// (lookpath) and name errors in reports (errname). Nothing in the library imports it; the
-// tests, cmd/soak and cmd/connbench do.
+// squid, etcd), toxiproxy's client (toxi), the requests several packages'
+// tests send (calls), the parts that fleet budget tests and examples share
+// (fleettest: counted upstreams, etcd, member processes), and the helpers
+// that find programs (lookpath) and name errors in reports (errname). Nothing
+// in the library imports it; the tests, cmd/soak and cmd/connbench do.
 package testkit

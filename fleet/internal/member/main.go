@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/connactor/connactor/fleet/fleettest"
+	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
 func main() {
@@ -19,7 +19,7 @@ func main() {
 	etcd := flag.String("etcd", "", "etcd client endpoints, host:port, comma-separated")
 	flag.StringVar(&cfg.Cluster, "cluster", "connactor-fleet", "cluster name")
 	flag.IntVar(&cfg.Budget, "budget", 12, "fleet budget per route")
-	flag.IntVar(&cfg.Floor, "floor", 0, "fleet.Config.Floor")
+	flag.IntVar(&cfg.Floor, "floor", 0, "fleet.Options.Floor")
 	flag.StringVar(&cfg.Upstream, "upstream", "", "upstream host:port")
 	flag.IntVar(&cfg.Callers, "callers", 10, "callers once loaded")
 	flag.DurationVar(&cfg.Report, "report", 100*time.Millisecond, "status interval")

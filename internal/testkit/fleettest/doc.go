@@ -6,7 +6,7 @@
 //   - Counter, a count of open sockets shared by the clients of several nodes
 //     (client.Config.DialContext);
 //   - Load, callers that keep a connactor client busy, and RouteOf;
-//   - Renewals, a meter provider that reads the budget grain calls a client
+//   - Renewals, a meter provider that reads the renewals a client
 //     records;
 //   - Etcd, which runs Debian's etcd-server on 127.0.0.1 ports for a test;
 //   - RunMember and Process, a cluster member in its own process and the

@@ -11,7 +11,7 @@ import (
 	"github.com/connactor/connactor/telemetry"
 )
 
-// Renewals reads the grain call durations a connactor client records
+// Renewals reads the renewal durations a connactor client records
 // (connactor.fleet.renewal.duration), the way an operator's metrics pipeline
 // would: give MeterProvider to client.Config.MeterProvider. Its histogram has
 // finer buckets than the default (a view), so that quantiles of calls that
@@ -35,7 +35,7 @@ func NewRenewals() *Renewals {
 	return r
 }
 
-// RenewalStats sum up the grain calls so far. P50 and P99 are the upper
+// RenewalStats sum up the renewals so far. P50 and P99 are the upper
 // bounds of the buckets that hold those quantiles.
 type RenewalStats struct {
 	Answered, Failed int

@@ -24,11 +24,13 @@ type Load struct {
 	callers sync.WaitGroup
 
 	served, failed atomic.Int64
+	started        time.Time
+	first          atomic.Int64 // nanoseconds from started to the first response read (0: none yet)
 }
 
 // StartLoad starts n callers of url on c.
 func StartLoad(c *client.Client, url string, n int) *Load {
-	l := &Load{hc: &http.Client{Transport: c}, url: url}
+	l := &Load{hc: &http.Client{Transport: c}, url: url, started: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	for range n {
 		l.callers.Go(l.caller)
@@ -38,6 +40,11 @@ func StartLoad(c *client.Client, url string, n int) *Load {
 
 // Served is the number of responses read to their end so far.
 func (l *Load) Served() int { return int(l.served.Load()) }
+
+// FirstServed is how long after StartLoad the first response was read to its
+// end (0 before it): for a route new to the fleet, how long its first
+// connection took, the wait for its first share included.
+func (l *Load) FirstServed() time.Duration { return time.Duration(l.first.Load()) }
 
 // Failed is the number of requests that failed (not counting those Stop
 // cancelled).
@@ -82,7 +89,9 @@ func (l *Load) get() error {
 	if resp.StatusCode != http.StatusOK {
 		return errors.New("fleettest: " + resp.Status)
 	}
-	l.served.Add(1)
+	if l.served.Add(1) == 1 {
+		l.first.Store(int64(time.Since(l.started)))
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
@@ -25,7 +26,7 @@ type MemberConfig struct {
 	Cluster  string        // the cluster's name
 	Etcd     []string      // etcd client endpoints, host:port
 	Budget   int           // the fleet budget per route
-	Floor    int           // fleet.Config.Floor
+	Floor    int           // fleet.Options.Floor
 	Upstream string        // the upstream's host:port
 	Callers  int           // the client's callers once loaded
 	Report   time.Duration // between two status events (default 250 ms)
@@ -34,11 +35,11 @@ type MemberConfig struct {
 
 // Event is one line a member writes, as JSON.
 type Event struct {
-	Event   string    `json:"event"` // ready, activated, status, stopped
+	Event   string    `json:"event"` // ready, owned, status, stopped
 	At      time.Time `json:"at"`
 	Member  string    `json:"member,omitempty"`  // the actor system's ID (ready)
 	Address string    `json:"address,omitempty"` // the member's address (ready)
-	Route   string    `json:"route,omitempty"`   // the grain's route (activated)
+	Route   string    `json:"route,omitempty"`   // the route whose ledger this member came to own (owned)
 
 	// status
 	Members  int  `json:"members,omitempty"`
@@ -53,7 +54,7 @@ type Event struct {
 	Failed   int  `json:"failed"`
 	Renewals int  `json:"renewals"`
 	Failures int  `json:"failures"`
-	// Grain calls answered so far, from the client's
+	// Renewals answered so far, from the client's
 	// connactor.fleet.renewal.duration (p50 and p99: bucket upper bounds).
 	CallMean time.Duration `json:"call_mean_ns,omitempty"`
 	CallP50  time.Duration `json:"call_p50_ns,omitempty"`
@@ -62,11 +63,12 @@ type Event struct {
 }
 
 // RunMember runs one member of a fleet: a protoactor cluster member (etcd
-// provider, disthash) with the budget grain's kind, and a connactor client
-// with a fleet budget (client.Config.Cluster) whose callers, once loaded, keep
-// asking the upstream. It writes Events to out, one JSON object a line:
-// "ready" once the member has started, "activated" when a budget grain
-// activates here, "status" every Report, "stopped" at the end. It reads
+// provider, disthash) with the budget host's kind, and a connactor client
+// with a fleet budget (client.Config.Fleet, on the same etcd) whose callers,
+// once loaded, keep asking the upstream. It writes Events to out, one JSON
+// object a line: "ready" once the member has started, "owned" when it comes
+// to own the ledger of the upstream's route, "status" every Report,
+// "stopped" at the end. It reads
 // commands from in, one a line: "load" starts the callers, "stop" (or the end
 // of in) stops the member the way a service shuts down: the callers end, the
 // client shuts down (its connections close and its shares go back), the
@@ -87,23 +89,39 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 		_ = enc.Encode(e)
 	}
 
+	route := "http://" + cfg.Upstream
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
-	// client.FleetKind() with a hook that says where grains activate.
-	kind := fleet.NewKind(fleet.KindConfig{OnActivated: func(route string) { emit(Event{Event: "activated", Route: route}) }})
+	// fleet.Kind() with a hook that says where the route's ledger lives.
+	kind := fleet.NewKind(fleet.KindConfig{OnOwned: func(shard int, _ uint64) {
+		if shard == fleet.Shard(route) {
+			emit(Event{Event: "owned", Route: route})
+		}
+	}})
 	cl := cluster.New(sys, cluster.Configure(cfg.Cluster, etcdprovider.New(EtcdRoot, cfg.Etcd), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind)))
 	cl.StartMember()
+	// The fleet's own etcd client, made after StartMember (an earlier one
+	// races with remote.Start's gRPC logger).
+	etcdCli, err := clientv3.New(etcdprovider.ClientConfig(cfg.Etcd))
+	if err != nil {
+		cl.Shutdown(true)
+		return err
+	}
+	defer etcdCli.Close()
 
 	renewals := NewRenewals()
 	defer renewals.MeterProvider.Shutdown(context.Background())
+	budget, err := fleet.New(cl, fleet.Options{MaxConnsPerRoute: cfg.Budget, Floor: cfg.Floor, Etcd: etcdCli})
+	if err != nil {
+		cl.Shutdown(true)
+		return err
+	}
 	c, err := client.New(client.Config{
-		Cluster:               cl,
-		FleetMaxConnsPerRoute: cfg.Budget,
-		FleetFloor:            cfg.Floor,
-		MaxConnsPerRoute:      cfg.Budget, // the fleet budget is the limit that matters here
-		MaxConnsTotal:         max(cfg.Budget, client.DefaultMaxConnsTotal),
-		MeterProvider:         renewals.MeterProvider,
-		Logger:                cfg.Logger,
+		Fleet:            budget,
+		MaxConnsPerRoute: cfg.Budget, // the fleet budget is the limit that matters here
+		MaxConnsTotal:    max(cfg.Budget, client.DefaultMaxConnsTotal),
+		MeterProvider:    renewals.MeterProvider,
+		Logger:           cfg.Logger,
 	})
 	if err != nil {
 		cl.Shutdown(true)
@@ -111,7 +129,6 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 	}
 	emit(Event{Event: "ready", Member: sys.ID, Address: sys.Address()})
 
-	route := "http://" + cfg.Upstream
 	var load *Load
 	var loadMu sync.Mutex
 	statusDone := make(chan struct{})
@@ -160,7 +177,7 @@ func RunMember(cfg MemberConfig, in io.Reader, out io.Writer) error {
 }
 
 // status reads the member's state: the route's share and connections from the
-// client's Stats, the calls to its grain from the client's metrics.
+// client's Stats, its renewals from the client's metrics.
 func status(c *client.Client, route string, l *Load, renewals *Renewals) Event {
 	st := c.Stats()
 	r := RouteOf(st, route)

@@ -1,0 +1,509 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/connactor/connactor/fleet/internal/protocol"
+)
+
+// etcdCoordinator keeps the fleet's registry and the shards' owners in etcd,
+// under one prefix:
+//
+//	<prefix>reg/h/<host>   the host's session lease id; bound to that lease
+//	<prefix>reg/n/<node>   ""; bound to the lease of the node's member
+//	<prefix>own/<shard>    the owner: {"h": host, "l": lease, "e": epoch, "f": from}; bound to the owner's lease
+//	<prefix>epoch/<shard>  the shard's last epoch; never deleted
+//
+// A shard is taken only by a transaction that finds no owner and the epoch
+// it read (compare-and-swap on revisions), and moved only by one that finds
+// the mover still the owner at the revision it read: at most one host owns a
+// shard at a time, and the epoch grows at every change. The keys go with the
+// owner's lease when its member dies or is cut off from etcd for longer than
+// the TTL.
+type etcdCoordinator struct {
+	cli    *clientv3.Client
+	prefix string
+	ttl    time.Duration
+	logger *slog.Logger
+
+	ctx    context.Context // ends with Close
+	cancel context.CancelFunc
+	loops  sync.WaitGroup // the keepalive and watch loops
+
+	mu     sync.Mutex
+	host   protocol.HostID
+	events coordEvents
+	lease  clientv3.LeaseID // 0 while no session
+	// nodes are the registered nodes: true once their key is in etcd
+	// under the current session.
+	nodes   map[protocol.NodeID]bool
+	leaving bool // the host's key says so
+}
+
+func newEtcdCoordinator(cli *clientv3.Client, prefix string, ttl time.Duration, logger *slog.Logger) *etcdCoordinator {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &etcdCoordinator{cli: cli, prefix: prefix, ttl: ttl, logger: logger, ctx: ctx, cancel: cancel,
+		nodes: map[protocol.NodeID]bool{}}
+}
+
+// callTimeout bounds each etcd call of the loops.
+const callTimeout = 2 * time.Second
+
+func (e *etcdCoordinator) hostKey(h protocol.HostID) string { return e.prefix + "reg/h/" + string(h) }
+func (e *etcdCoordinator) nodeKey(n protocol.NodeID) string { return e.prefix + "reg/n/" + string(n) }
+func (e *etcdCoordinator) ownKey(s int) string              { return e.prefix + "own/" + strconv.Itoa(s) }
+func (e *etcdCoordinator) epochKey(s int) string            { return e.prefix + "epoch/" + strconv.Itoa(s) }
+
+func (e *etcdCoordinator) Open(host protocol.HostID, events coordEvents) {
+	e.mu.Lock()
+	e.host, e.events = host, events
+	e.mu.Unlock()
+	e.loops.Go(e.keepalive)
+	e.loops.Go(e.watch)
+}
+
+// keepalive opens the session (a lease with the host's and the nodes' keys)
+// and renews it every sixth of the TTL, reporting each renewal as a
+// confirmation that counts from when it was sent.
+func (e *etcdCoordinator) keepalive() {
+	every := max(e.ttl/6, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		e.mu.Lock()
+		lease := e.lease
+		e.mu.Unlock()
+		if lease == 0 {
+			if err := e.openSession(); err != nil && e.ctx.Err() == nil {
+				e.logger.Debug("fleet: cannot open a session in etcd", slog.Any("error", err))
+			}
+		} else {
+			sent := time.Now()
+			ctx, cancel := context.WithTimeout(e.ctx, min(every, callTimeout))
+			resp, err := e.cli.KeepAliveOnce(ctx, lease)
+			cancel()
+			switch {
+			case err == nil:
+				e.events.Confirmed(int64(lease), sent.Add(time.Duration(resp.TTL)*time.Second))
+				e.registerPending(lease)
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				e.logger.Warn("fleet: the member's session in etcd expired; registering again")
+				e.mu.Lock()
+				e.lease = 0
+				for n := range e.nodes {
+					e.nodes[n] = false
+				}
+				e.mu.Unlock()
+				e.events.SessionLost()
+				continue
+			}
+		}
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *etcdCoordinator) openSession() error {
+	ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+	defer cancel()
+	sent := time.Now()
+	g, err := e.cli.Grant(ctx, int64(e.ttl/time.Second))
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	host, leaving := e.host, e.leaving
+	nodes := make([]protocol.NodeID, 0, len(e.nodes))
+	for n := range e.nodes {
+		nodes = append(nodes, n)
+	}
+	e.mu.Unlock()
+	ops := []clientv3.Op{clientv3.OpPut(e.hostKey(host), hostValue(g.ID, leaving), clientv3.WithLease(g.ID))}
+	for _, n := range nodes {
+		ops = append(ops, clientv3.OpPut(e.nodeKey(n), "", clientv3.WithLease(g.ID)))
+	}
+	if _, err := e.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		_, _ = e.cli.Revoke(context.WithoutCancel(ctx), g.ID)
+		return err
+	}
+	e.mu.Lock()
+	e.lease = g.ID
+	for _, n := range nodes {
+		if _, ok := e.nodes[n]; ok {
+			e.nodes[n] = true
+		}
+	}
+	e.mu.Unlock()
+	e.events.Confirmed(int64(g.ID), sent.Add(time.Duration(g.TTL)*time.Second))
+	return nil
+}
+
+// watch reads the registry and follows its changes, from the revision it
+// read (so that no change is missed between the read and the watch), and
+// reads it again whenever the watch breaks.
+func (e *etcdCoordinator) watch() {
+	prefix := e.prefix + "reg/"
+	for e.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+		resp, err := e.cli.Get(ctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			e.pause(500 * time.Millisecond)
+			continue
+		}
+		var hosts []protocol.HostInfo
+		var nodes []protocol.NodeID
+		for _, kv := range resp.Kvs {
+			if h, n, ok := e.parseReg(kv); ok && h.ID != "" {
+				hosts = append(hosts, h)
+			} else if ok {
+				nodes = append(nodes, n)
+			}
+		}
+		reg := protocol.NewRegistry(resp.Header.Revision, hosts, nodes)
+		e.events.Registry(reg)
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(e.ctx))
+		for wr := range e.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+			if wr.Err() != nil {
+				break
+			}
+			var addH []protocol.HostInfo
+			var rmH []protocol.HostID
+			var addN, rmN []protocol.NodeID
+			for _, ev := range wr.Events {
+				h, n, ok := e.parseReg(ev.Kv)
+				if !ok {
+					continue
+				}
+				switch {
+				case ev.Type == mvccpb.PUT && h.ID != "":
+					addH = append(addH, h)
+				case ev.Type == mvccpb.PUT:
+					addN = append(addN, n)
+				case h.ID != "":
+					rmH = append(rmH, h.ID)
+				default:
+					rmN = append(rmN, n)
+				}
+			}
+			if len(addH)+len(rmH)+len(addN)+len(rmN) > 0 {
+				reg = reg.Next(wr.Header.Revision, addH, rmH, addN, rmN)
+				e.events.Registry(reg)
+			}
+		}
+		wcancel()
+		e.pause(200 * time.Millisecond)
+	}
+}
+
+// parseReg reads a registry key: a host (with its lease, 0 for a deleted
+// key) or a node.
+func (e *etcdCoordinator) parseReg(kv *mvccpb.KeyValue) (protocol.HostInfo, protocol.NodeID, bool) {
+	k := strings.TrimPrefix(string(kv.Key), e.prefix+"reg/")
+	switch {
+	case strings.HasPrefix(k, "h/"):
+		v, leaving := strings.CutSuffix(string(kv.Value), leavingMark)
+		lease, _ := strconv.ParseInt(v, 10, 64)
+		return protocol.HostInfo{ID: protocol.HostID(k[2:]), Lease: lease, Leaving: leaving}, "", len(k) > 2
+	case strings.HasPrefix(k, "n/"):
+		return protocol.HostInfo{}, protocol.NodeID(k[2:]), len(k) > 2
+	}
+	return protocol.HostInfo{}, "", false
+}
+
+// A host key's value is its session's lease id, and leavingMark when it is
+// leaving.
+const leavingMark = " leaving"
+
+func hostValue(lease clientv3.LeaseID, leaving bool) string {
+	v := strconv.FormatInt(int64(lease), 10)
+	if leaving {
+		v += leavingMark
+	}
+	return v
+}
+
+func (e *etcdCoordinator) Leave(ctx context.Context) error {
+	e.mu.Lock()
+	e.leaving = true
+	host, lease := e.host, e.lease
+	e.mu.Unlock()
+	if lease == 0 {
+		return nil // the session, when it opens, says so
+	}
+	_, err := e.cli.Put(ctx, e.hostKey(host), hostValue(lease, true), clientv3.WithLease(lease))
+	return err
+}
+
+func (e *etcdCoordinator) pause(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (e *etcdCoordinator) session() (protocol.HostID, clientv3.LeaseID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lease == 0 {
+		return e.host, 0, errors.New("fleet: no session in etcd")
+	}
+	return e.host, e.lease, nil
+}
+
+func (e *etcdCoordinator) Register(ctx context.Context, node protocol.NodeID) error {
+	e.mu.Lock()
+	e.nodes[node] = false
+	lease := e.lease
+	e.mu.Unlock()
+	if lease == 0 {
+		return nil // the session, when it opens, registers it
+	}
+	if _, err := e.cli.Put(ctx, e.nodeKey(node), "", clientv3.WithLease(lease)); err != nil {
+		return err // the keepalive loop tries again
+	}
+	e.mu.Lock()
+	if _, ok := e.nodes[node]; ok {
+		e.nodes[node] = true
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// registerPending puts the nodes whose registration failed.
+func (e *etcdCoordinator) registerPending(lease clientv3.LeaseID) {
+	e.mu.Lock()
+	var pending []protocol.NodeID
+	for n, done := range e.nodes {
+		if !done {
+			pending = append(pending, n)
+		}
+	}
+	e.mu.Unlock()
+	for _, n := range pending {
+		ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+		_, err := e.cli.Put(ctx, e.nodeKey(n), "", clientv3.WithLease(lease))
+		cancel()
+		if err != nil {
+			return
+		}
+		e.mu.Lock()
+		if _, ok := e.nodes[n]; ok {
+			e.nodes[n] = true
+		}
+		e.mu.Unlock()
+	}
+}
+
+func (e *etcdCoordinator) Deregister(ctx context.Context, node protocol.NodeID) error {
+	e.mu.Lock()
+	delete(e.nodes, node)
+	e.mu.Unlock()
+	_, err := e.cli.Delete(ctx, e.nodeKey(node))
+	return err
+}
+
+// owner is an owner key's value.
+type owner struct {
+	Host  protocol.HostID `json:"h"`
+	Lease int64           `json:"l"`
+	Epoch uint64          `json:"e"`
+	From  protocol.HostID `json:"f,omitempty"`
+}
+
+func (o owner) value() string {
+	b, _ := json.Marshal(o)
+	return string(b)
+}
+
+func readOwner(kvs []*mvccpb.KeyValue) (owner, int64, bool) {
+	if len(kvs) == 0 {
+		return owner{}, 0, false
+	}
+	var o owner
+	if json.Unmarshal(kvs[0].Value, &o) != nil {
+		return owner{}, kvs[0].ModRevision, false
+	}
+	return o, kvs[0].ModRevision, true
+}
+
+func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, error) {
+	host, lease, err := e.session()
+	if err != nil {
+		return acquired{}, err
+	}
+	for {
+		er, err := e.cli.Get(ctx, e.epochKey(shard))
+		if err != nil {
+			return acquired{}, err
+		}
+		var epoch uint64
+		var rev int64
+		if len(er.Kvs) > 0 {
+			epoch, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
+			rev = er.Kvs[0].ModRevision
+		}
+		next := owner{Host: host, Lease: int64(lease), Epoch: epoch + 1}
+		resp, err := e.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(e.ownKey(shard)), "=", 0),
+				clientv3.Compare(clientv3.ModRevision(e.epochKey(shard)), "=", rev)).
+			Then(clientv3.OpPut(e.ownKey(shard), next.value(), clientv3.WithLease(lease)),
+				clientv3.OpPut(e.epochKey(shard), strconv.FormatUint(next.Epoch, 10))).
+			Else(clientv3.OpGet(e.ownKey(shard))).Commit()
+		if err != nil {
+			return acquired{}, err
+		}
+		if resp.Succeeded {
+			return acquired{ok: true, epoch: next.Epoch, prev: epoch > 0, session: int64(lease)}, nil
+		}
+		o, _, ok := readOwner(resp.Responses[0].GetResponseRange().Kvs)
+		switch {
+		case !ok:
+			continue // the epoch moved on under us: read it again
+		case o.Host == host && o.Lease == int64(lease):
+			// Ours already: an earlier try whose answer was lost, or a
+			// transfer to us whose handoff has not come.
+			return acquired{ok: true, epoch: o.Epoch, prev: true, from: o.From, session: int64(lease)}, nil
+		default:
+			return acquired{owner: o.Host, epoch: o.Epoch}, nil
+		}
+	}
+}
+
+func (e *etcdCoordinator) Transfer(ctx context.Context, shards []int, epochs []uint64, to protocol.HostInfo) (transferred, error) {
+	host, lease, err := e.session()
+	if err != nil {
+		return transferred{lost: true}, nil
+	}
+	for {
+		var gets []clientv3.Op
+		for _, s := range shards {
+			gets = append(gets, clientv3.OpGet(e.ownKey(s)))
+		}
+		cur, err := e.cli.Txn(ctx).Then(gets...).Commit()
+		if err != nil {
+			return transferred{}, err
+		}
+		var cmps []clientv3.Cmp
+		var puts []clientv3.Op
+		done := true
+		for i, s := range shards {
+			o, rev, ok := readOwner(cur.Responses[i].GetResponseRange().Kvs)
+			if ok && o.Host == to.ID && o.From == host && o.Epoch == epochs[i]+1 {
+				continue // an earlier try did it
+			}
+			done = false
+			if !ok || o.Host != host || o.Lease != int64(lease) || o.Epoch != epochs[i] {
+				return transferred{lost: true}, nil
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(e.ownKey(s)), "=", rev))
+			next := owner{Host: to.ID, Lease: to.Lease, Epoch: epochs[i] + 1, From: host}
+			puts = append(puts, clientv3.OpPut(e.ownKey(s), next.value(), clientv3.WithLease(clientv3.LeaseID(to.Lease))),
+				clientv3.OpPut(e.epochKey(s), strconv.FormatUint(next.Epoch, 10)))
+		}
+		if done {
+			next := make([]uint64, len(epochs))
+			for i := range epochs {
+				next[i] = epochs[i] + 1
+			}
+			return transferred{ok: true, epochs: next}, nil
+		}
+		if len(cmps) < len(shards) {
+			return transferred{}, errors.New("fleet: a transfer found half done") // one transaction does all: a bug
+		}
+		resp, err := e.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return transferred{}, nil // the receiver's session is gone: keep the shards
+		}
+		if err != nil {
+			return transferred{}, err
+		}
+		if !resp.Succeeded {
+			continue // changed under us: read again
+		}
+	}
+}
+
+// crash stops the session's keepalives and the watch without ending the
+// session, as a process that dies does: its keys expire with the TTL.
+func (e *etcdCoordinator) crash() {
+	e.cancel()
+	e.loops.Wait()
+	e.mu.Lock()
+	e.lease = 0
+	e.mu.Unlock()
+}
+
+func (e *etcdCoordinator) Close(ctx context.Context, hold time.Duration) error {
+	e.cancel()
+	e.loops.Wait()
+	e.mu.Lock()
+	lease := e.lease
+	e.lease = 0
+	e.mu.Unlock()
+	if lease == 0 {
+		return nil
+	}
+	if err := e.tombstone(ctx, lease, hold); err != nil {
+		// Revoking now would free the shards while grants may run: the
+		// session expires with its TTL instead.
+		return err
+	}
+	_, err := e.cli.Revoke(ctx, lease)
+	return err
+}
+
+// tombstone binds the owner keys still bound to lease to a new lease that
+// lives for hold and is never renewed, all in one transaction that finds
+// them unchanged (read again when one changed meanwhile).
+func (e *etcdCoordinator) tombstone(ctx context.Context, lease clientv3.LeaseID, hold time.Duration) error {
+	var tomb clientv3.LeaseID
+	for {
+		resp, err := e.cli.Get(ctx, e.prefix+"own/", clientv3.WithPrefix())
+		if err != nil {
+			return err
+		}
+		var cmps []clientv3.Cmp
+		var puts []clientv3.Op
+		for _, kv := range resp.Kvs {
+			if clientv3.LeaseID(kv.Lease) != lease {
+				continue
+			}
+			if tomb == 0 {
+				g, err := e.cli.Grant(ctx, int64((hold+time.Second-1)/time.Second))
+				if err != nil {
+					return err
+				}
+				tomb = g.ID
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+			puts = append(puts, clientv3.OpPut(string(kv.Key), string(kv.Value), clientv3.WithLease(tomb)))
+		}
+		if len(puts) == 0 {
+			return nil
+		}
+		t, err := e.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil {
+			return err
+		}
+		if t.Succeeded {
+			return nil
+		}
+	}
+}

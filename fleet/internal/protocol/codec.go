@@ -1,0 +1,388 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The messages cross the cluster in protobuf's wire format, written and read
+// with protowire (no generated code): a message is one byte naming its type,
+// then its fields. Decoding checks every field: a message from another
+// version, or a bug, is refused with ErrMalformed, never half read.
+
+// ErrMalformed is returned (wrapped) by Decode for bytes that are not a
+// well-formed fleet message.
+var ErrMalformed = errors.New("malformed fleet message")
+
+const (
+	tagRenew byte = iota + 1
+	tagRenewReply
+	tagNudge
+	tagHandoff
+	tagHandoffAck
+)
+
+// Encode returns msg's bytes; msg is a Renew, RenewReply, Nudge, Handoff or
+// HandoffAck (a value, not a pointer). Anything else panics: it is a bug.
+func Encode(msg any) []byte {
+	switch m := msg.(type) {
+	case Renew:
+		b := []byte{tagRenew}
+		b = str(b, 1, string(m.Node))
+		b = num(b, 2, m.Seq)
+		b = sint(b, 3, m.Budget)
+		b = sint(b, 4, m.FloorCap)
+		b = boolean(b, 5, m.Release)
+		for _, e := range m.Entries {
+			var eb []byte
+			eb = str(eb, 1, e.Route)
+			eb = sint(eb, 2, e.Has)
+			eb = sint(eb, 3, e.Held)
+			eb = sint(eb, 4, e.Need)
+			eb = sint(eb, 5, e.Want)
+			eb = sint(eb, 6, e.OnFloor)
+			b = protowire.AppendTag(b, 6, protowire.BytesType)
+			b = protowire.AppendBytes(b, eb)
+		}
+		return b
+	case RenewReply:
+		b := []byte{tagRenewReply}
+		b = str(b, 1, string(m.Host))
+		b = num(b, 2, m.Seq)
+		b = boolean(b, 3, m.Stale)
+		b = dur(b, 4, m.Lease)
+		b = dur(b, 5, m.Vouch)
+		b = boolean(b, 6, m.Eager)
+		for _, g := range m.Grants {
+			var gb []byte
+			gb = num(gb, 1, uint64(g.Status))
+			gb = sint(gb, 2, g.Grant)
+			gb = sint(gb, 3, g.Budget)
+			gb = sint(gb, 4, g.Floor)
+			gb = num(gb, 5, g.Epoch)
+			gb = boolean(gb, 6, g.Safe)
+			gb = sint(gb, 7, g.Nodes)
+			gb = dur(gb, 8, g.RetryAfter)
+			gb = str(gb, 9, string(g.Owner))
+			b = protowire.AppendTag(b, 7, protowire.BytesType)
+			b = protowire.AppendBytes(b, gb)
+		}
+		return b
+	case Nudge:
+		return str([]byte{tagNudge}, 1, string(m.Host))
+	case Handoff:
+		b := appendShard([]byte{tagHandoff}, m.From, m.Shard, m.Epoch)
+		b = num(b, 5, uint64(m.ToSession))
+		for _, l := range m.Ledgers {
+			var lb []byte
+			lb = str(lb, 1, l.Route)
+			for _, h := range l.Holders {
+				var hb []byte
+				hb = str(hb, 1, string(h.Node))
+				hb = sint(hb, 2, h.Budget)
+				hb = sint(hb, 3, h.Has)
+				hb = sint(hb, 4, h.Held)
+				hb = sint(hb, 5, h.Need)
+				hb = sint(hb, 6, h.Want)
+				hb = sint(hb, 7, h.OnFloor)
+				hb = sint(hb, 8, h.Grant)
+				hb = sint(hb, 9, h.Floor)
+				hb = boolean(hb, 10, h.Lapsed)
+				hb = dur(hb, 11, h.ExpiresIn)
+				hb = sint(hb, 12, h.Vouched)
+				hb = dur(hb, 13, h.VouchedFor)
+				lb = protowire.AppendTag(lb, 2, protowire.BytesType)
+				lb = protowire.AppendBytes(lb, hb)
+			}
+			b = protowire.AppendTag(b, 4, protowire.BytesType)
+			b = protowire.AppendBytes(b, lb)
+		}
+		return b
+	case HandoffAck:
+		return appendShard([]byte{tagHandoffAck}, m.From, m.Shard, m.Epoch)
+	}
+	panic(fmt.Sprintf("protocol: internal error: Encode of a %T", msg))
+}
+
+// appendShard writes the fields 1 to 3 that a Handoff and a HandoffAck
+// share: the sender, the shard and its epoch.
+func appendShard(b []byte, from HostID, shard int, epoch uint64) []byte {
+	b = str(b, 1, string(from))
+	b = sint(b, 2, shard)
+	return num(b, 3, epoch)
+}
+
+// shardField reads one of those fields, and reports whether it was one.
+func shardField(n protowire.Number, f field, from *HostID, shard *int, epoch *uint64) bool {
+	switch n {
+	case 1:
+		*from = HostID(f.str())
+	case 2:
+		*shard = f.int()
+	case 3:
+		*epoch = f.v
+	default:
+		return false
+	}
+	return true
+}
+
+func str(b []byte, n protowire.Number, s string) []byte {
+	b = protowire.AppendTag(b, n, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func num(b []byte, n protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, n, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func sint(b []byte, n protowire.Number, v int) []byte {
+	b = protowire.AppendTag(b, n, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeZigZag(int64(v)))
+}
+
+func dur(b []byte, n protowire.Number, d time.Duration) []byte { return sint(b, n, int(d)) }
+
+func boolean(b []byte, n protowire.Number, v bool) []byte {
+	b = protowire.AppendTag(b, n, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeBool(v))
+}
+
+// Decode reads a message Encode wrote: a Renew, RenewReply, Nudge, Handoff
+// or HandoffAck value.
+func Decode(b []byte) (any, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrMalformed)
+	}
+	body := b[1:]
+	switch b[0] {
+	case tagRenew:
+		var m Renew
+		err := fields(body, func(n protowire.Number, f field) error {
+			switch n {
+			case 1:
+				m.Node = NodeID(f.str())
+			case 2:
+				m.Seq = f.v
+			case 3:
+				m.Budget = f.int()
+			case 4:
+				m.FloorCap = f.int()
+			case 5:
+				m.Release = f.v != 0
+			case 6:
+				var e Entry
+				if err := fields(f.b, func(n protowire.Number, f field) error {
+					switch n {
+					case 1:
+						e.Route = f.str()
+					case 2:
+						e.Has = f.int()
+					case 3:
+						e.Held = f.int()
+					case 4:
+						e.Need = f.int()
+					case 5:
+						e.Want = f.int()
+					case 6:
+						e.OnFloor = f.int()
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				if e.Route == "" {
+					return fmt.Errorf("%w: an entry without a route", ErrMalformed)
+				}
+				m.Entries = append(m.Entries, e)
+			}
+			return nil
+		})
+		if err == nil && (m.Node == "" || m.Seq == 0 || m.Budget <= 0) {
+			err = fmt.Errorf("%w: a renewal without node, sequence number or budget", ErrMalformed)
+		}
+		return m, err
+	case tagRenewReply:
+		var m RenewReply
+		err := fields(body, func(n protowire.Number, f field) error {
+			switch n {
+			case 1:
+				m.Host = HostID(f.str())
+			case 2:
+				m.Seq = f.v
+			case 3:
+				m.Stale = f.v != 0
+			case 4:
+				m.Lease = time.Duration(f.int())
+			case 5:
+				m.Vouch = time.Duration(f.int())
+			case 6:
+				m.Eager = f.v != 0
+			case 7:
+				var g Grant
+				if err := fields(f.b, func(n protowire.Number, f field) error {
+					switch n {
+					case 1:
+						g.Status = Status(f.v)
+					case 2:
+						g.Grant = f.int()
+					case 3:
+						g.Budget = f.int()
+					case 4:
+						g.Floor = f.int()
+					case 5:
+						g.Epoch = f.v
+					case 6:
+						g.Safe = f.v != 0
+					case 7:
+						g.Nodes = f.int()
+					case 8:
+						g.RetryAfter = time.Duration(f.int())
+					case 9:
+						g.Owner = HostID(f.str())
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				if g.Status > StatusFenced || g.Grant < 0 {
+					return fmt.Errorf("%w: a grant of status %d, %d connections", ErrMalformed, g.Status, g.Grant)
+				}
+				m.Grants = append(m.Grants, g)
+			}
+			return nil
+		})
+		if err == nil && m.Host == "" {
+			err = fmt.Errorf("%w: a reply without host", ErrMalformed)
+		}
+		return m, err
+	case tagNudge:
+		var m Nudge
+		err := fields(body, func(n protowire.Number, f field) error {
+			if n == 1 {
+				m.Host = HostID(f.str())
+			}
+			return nil
+		})
+		if err == nil && m.Host == "" {
+			err = fmt.Errorf("%w: a nudge without host", ErrMalformed)
+		}
+		return m, err
+	case tagHandoff:
+		var m Handoff
+		err := fields(body, func(n protowire.Number, f field) error {
+			switch {
+			case shardField(n, f, &m.From, &m.Shard, &m.Epoch):
+			case n == 5:
+				m.ToSession = int64(f.v)
+			case n == 4:
+				var l LedgerState
+				if err := fields(f.b, func(n protowire.Number, f field) error {
+					switch n {
+					case 1:
+						l.Route = f.str()
+					case 2:
+						var h HolderState
+						if err := fields(f.b, func(n protowire.Number, f field) error {
+							switch n {
+							case 1:
+								h.Node = NodeID(f.str())
+							case 2:
+								h.Budget = f.int()
+							case 3:
+								h.Has = f.int()
+							case 4:
+								h.Held = f.int()
+							case 5:
+								h.Need = f.int()
+							case 6:
+								h.Want = f.int()
+							case 7:
+								h.OnFloor = f.int()
+							case 8:
+								h.Grant = f.int()
+							case 9:
+								h.Floor = f.int()
+							case 10:
+								h.Lapsed = f.v != 0
+							case 11:
+								h.ExpiresIn = time.Duration(f.int())
+							case 12:
+								h.Vouched = f.int()
+							case 13:
+								h.VouchedFor = time.Duration(f.int())
+							}
+							return nil
+						}); err != nil {
+							return err
+						}
+						l.Holders = append(l.Holders, h)
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				m.Ledgers = append(m.Ledgers, l)
+			}
+			return nil
+		})
+		if err == nil && (m.From == "" || m.Epoch == 0 || m.Shard < 0) {
+			err = fmt.Errorf("%w: a handoff without sender, epoch or shard", ErrMalformed)
+		}
+		return m, err
+	case tagHandoffAck:
+		var m HandoffAck
+		err := fields(body, func(n protowire.Number, f field) error {
+			shardField(n, f, &m.From, &m.Shard, &m.Epoch)
+			return nil
+		})
+		if err == nil && m.From == "" {
+			err = fmt.Errorf("%w: an acknowledgement without sender", ErrMalformed)
+		}
+		return m, err
+	}
+	return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
+}
+
+// field is one field as read: v for a varint, b for bytes.
+type field struct {
+	v uint64
+	b []byte
+}
+
+func (f field) str() string { return string(f.b) }
+func (f field) int() int    { return int(protowire.DecodeZigZag(f.v)) }
+
+// fields reads b's fields in order and hands each to each; a field of a
+// number each does not know is skipped (a newer version's), one of a wire
+// type other than varint or bytes is refused.
+func fields(b []byte, each func(protowire.Number, field) error) error {
+	for len(b) > 0 {
+		n, typ, k := protowire.ConsumeTag(b)
+		if k < 0 {
+			return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(k))
+		}
+		b = b[k:]
+		var f field
+		switch typ {
+		case protowire.VarintType:
+			f.v, k = protowire.ConsumeVarint(b)
+		case protowire.BytesType:
+			f.b, k = protowire.ConsumeBytes(b)
+		default:
+			return fmt.Errorf("%w: field %d of wire type %d", ErrMalformed, n, typ)
+		}
+		if k < 0 {
+			return fmt.Errorf("%w: field %d: %v", ErrMalformed, n, protowire.ParseError(k))
+		}
+		b = b[k:]
+		if err := each(n, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
