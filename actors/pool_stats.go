@@ -201,9 +201,12 @@ func (p *Pool) routeReadings(yield func(telemetry.RouteReading) bool) {
 		if h.Pub.FailFast.Load() {
 			ff = route.FailFastOpen
 		}
-		return yield(telemetry.RouteReading{Route: p.tel.Route(key.Scheme, key.Host, key.Port), Fleet: p.fleet,
-			Stats: route.Stats{Leased: int(h.Pub.Leased.Load()), Idle: int(h.Pub.Idle.Load()),
-				Pending: int(h.Pub.Pending.Load()), FailFast: ff, LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
-				FleetShare: int(h.Fleet.Share.Load())}})
+		st := route.Stats{Leased: int(h.Pub.Leased.Load()), Idle: int(h.Pub.Idle.Load()),
+			Pending: int(h.Pub.Pending.Load()), FailFast: ff, LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
+			FleetShare: int(h.Fleet.Share.Load())}
+		if eps := h.Pub.Endpoints.Load(); eps != nil {
+			st.Endpoints = *eps // published once, never written again
+		}
+		return yield(telemetry.RouteReading{Route: p.tel.Route(key.Scheme, key.Host, key.Port), Fleet: p.fleet, Stats: st})
 	})
 }

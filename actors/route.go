@@ -68,6 +68,10 @@ type routePublished struct {
 	// LearnedIdle is the server's learned idle timeout (ns; 0 = none). Read
 	// by the pool gauges.
 	LearnedIdle atomic.Int64
+	// Endpoints holds each endpoint's address and open connections (the
+	// other fields zero), replaced whenever one of them changes; nil for a
+	// route without endpoints. Read by the pool gauges.
+	Endpoints atomic.Pointer[[]route.EndpointStats]
 	// Spare is the number of spare connection actors (spareConns) of a route
 	// that has no connection, with MaxIdleTime set (0 otherwise): the spares
 	// an expiry tick may stop (expireSpares). Read by the supervisor, whose

@@ -208,3 +208,30 @@ func (r *Route) endpointStats() []route.EndpointStats {
 	}
 	return st
 }
+
+// publishEndpoints stores each endpoint's open connections for the gauges
+// (routePublished.Endpoints) when the set or a count changed since the last
+// store: a dial, a close or a new resolution, not a lease or a release.
+func (r *Route) publishEndpoints() {
+	if !r.eps.on {
+		return
+	}
+	list := r.eps.set.list
+	if old := r.pub.Endpoints.Load(); old != nil && len(*old) == len(list) {
+		same := true
+		for i, e := range list {
+			if (*old)[i].Addr != e.addr || (*old)[i].Open != e.open {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	out := make([]route.EndpointStats, len(list))
+	for i, e := range list {
+		out[i] = route.EndpointStats{Addr: e.addr, Open: e.open}
+	}
+	r.pub.Endpoints.Store(&out)
+}

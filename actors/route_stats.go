@@ -35,6 +35,7 @@ func (r *Route) publish() {
 	}
 	set32(&p.Spare, spare)
 	r.publishUnused(idle)
+	r.publishEndpoints()
 }
 
 // set32 and set64 store v into a when it holds another value. They are

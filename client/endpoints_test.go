@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/connactor/connactor/internal/testkit/loopbacks"
+	"github.com/connactor/connactor/telemetry"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Endpoints through the client's API: Config.Resolver, Config.DNSRefresh and
@@ -115,4 +117,35 @@ func TestDialContextIsGivenTheHostNameOrTheChosenAddress(t *testing.T) {
 			t.Errorf("%s: endpoints %+v", tc.name, eps)
 		}
 	}
+}
+
+// connactor.endpoint.open_connections shows each address's connections, and
+// follows them as they close.
+func TestTheEndpointGaugeShowsEachAddressesOpenConnections(t *testing.T) {
+	addrs := loopbacks.Addrs(2, 3)
+	srv, res, url := loopbackService(t, addrs...)
+	o := newObserved(t, Config{Resolver: res, MaxConnsPerRoute: 4})
+	var bodies []io.Closer
+	for range 4 { // each response's body stays unread: its connection stays leased
+		resp, err := o.c.RoundTrip(newGet(t, url))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, resp.Body)
+	}
+	open := func(a netip.Addr) int64 {
+		return sumOf(o.collect(t), telemetry.MetricEndpointOpen,
+			attribute.String("network.peer.address", a.String()), attribute.Int("network.peer.port", int(srv.Port())),
+			attribute.String("server.address", "svc.test"))
+	}
+	for _, a := range addrs {
+		if n := open(a); n != 2 {
+			t.Errorf("%v: gauge %d, want 2 of the 4 connections (server: %v)", a, n, srv.Counts())
+		}
+	}
+	for _, b := range bodies {
+		b.Close()
+	}
+	o.c.CloseIdleConnections()
+	waitFor(t, "the gauge at 0 for both addresses", func() bool { return open(addrs[0]) == 0 && open(addrs[1]) == 0 })
 }

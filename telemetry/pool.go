@@ -101,7 +101,8 @@ func (r *Route) LeaseRejected(reason string) {
 // RegisterPool registers the callback of the pool gauges
 // (http.client.open_connections by http.connection.state, connactor.lease.pending,
 // connactor.admission.pending, connactor.route.fail_fast,
-// connactor.route.learned_idle and, for routes with a fleet budget,
+// connactor.route.learned_idle, connactor.endpoint.open_connections by
+// address for routes with endpoints and, for routes with a fleet budget,
 // connactor.fleet.share). routes yields every live route's published
 // counters and admission returns the number of requests queued for admission;
 // both run on the meter's collection goroutine and must read atomics only,
@@ -117,6 +118,8 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 		learnedIdle           time.Duration
 		fleet                 bool
 		fleetShare            int64
+		endpoints             map[netip.AddrPort]int64 // open connections by address
+		addrs                 []netip.AddrPort         // endpoints' order of first reading
 	}
 	cb := func(_ context.Context, o metric.Observer) error {
 		by := map[*Route]*sums{}
@@ -141,6 +144,15 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 				s.fleet = true
 				s.fleetShare += int64(st.FleetShare)
 			}
+			for _, e := range st.Endpoints {
+				if s.endpoints == nil {
+					s.endpoints = map[netip.AddrPort]int64{}
+				}
+				if _, ok := s.endpoints[e.Addr]; !ok {
+					s.addrs = append(s.addrs, e.Addr)
+				}
+				s.endpoints[e.Addr] += int64(e.Open)
+			}
 		}
 		for _, r := range order {
 			s := by[r]
@@ -156,11 +168,15 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 			if s.fleet {
 				o.ObserveInt64(t.fleetShare, s.fleetShare, r.opt)
 			}
+			for _, a := range s.addrs {
+				o.ObserveInt64(t.endpointOpen, s.endpoints[a], r.peer(a).opt)
+			}
 		}
 		o.ObserveInt64(t.admitPending, admission())
 		return nil
 	}
-	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending, t.failFast, t.learnedIdle, t.fleetShare)
+	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending, t.failFast, t.learnedIdle, t.fleetShare,
+		t.endpointOpen)
 	if err != nil {
 		return err
 	}

@@ -38,21 +38,22 @@ const ScopeName = modulePath
 // conventions' names: http.client.request.duration, http.client.active_requests,
 // http.client.open_connections, http.client.connection.duration).
 const (
-	MetricLeaseWait      = "connactor.lease.wait.duration"      // histogram, s: time from lease request to grant
-	MetricLeasePending   = "connactor.lease.pending"            // gauge: requests queued for a connection, per route
-	MetricLeaseTimeouts  = "connactor.lease.timeouts"           // counter: requests that gave up after LeaseTimeout
-	MetricAdmitPending   = "connactor.admission.pending"        // gauge: requests queued under MaxConcurrentRequests
-	MetricConnOpened     = "connactor.connection.opened"        // counter: connections dialed successfully
-	MetricConnClosed     = "connactor.connection.closed"        // counter by connactor.connection.close_reason
-	MetricDialErrors     = "connactor.connection.dial_errors"   // counter by error.type: dials that failed
-	MetricDialDuration   = "connactor.connection.dial.duration" // histogram, s: TCP connect plus tunnel and TLS
-	MetricRequestRetries = "connactor.request.retries"          // counter: replays on a fresh connection
-	MetricRetriesRefused = "connactor.request.retries_refused"  // counter: replays the retry budget refused
-	MetricLeaseRejected  = "connactor.lease.rejected"           // counter by connactor.lease.reject_reason (queue_full, route_unavailable)
-	MetricRouteFailFast  = "connactor.route.fail_fast"          // gauge: 1 while a route fails fast (its dials keep failing)
-	MetricRouteIdleLearn = "connactor.route.learned_idle"       // gauge, s: the server's idle timeout a route learned (0 = none)
-	MetricFleetShare     = "connactor.fleet.share"              // gauge: this node's share of a route's fleet-wide budget (Config.Fleet)
-	MetricFleetRenewal   = "connactor.fleet.renewal.duration"   // histogram, s: one renewal with a budget host (ask, renew or give back), by error.type when it failed
+	MetricLeaseWait      = "connactor.lease.wait.duration"       // histogram, s: time from lease request to grant
+	MetricLeasePending   = "connactor.lease.pending"             // gauge: requests queued for a connection, per route
+	MetricLeaseTimeouts  = "connactor.lease.timeouts"            // counter: requests that gave up after LeaseTimeout
+	MetricAdmitPending   = "connactor.admission.pending"         // gauge: requests queued under MaxConcurrentRequests
+	MetricConnOpened     = "connactor.connection.opened"         // counter: connections dialed successfully
+	MetricConnClosed     = "connactor.connection.closed"         // counter by connactor.connection.close_reason
+	MetricDialErrors     = "connactor.connection.dial_errors"    // counter by error.type: dials that failed
+	MetricDialDuration   = "connactor.connection.dial.duration"  // histogram, s: TCP connect plus tunnel and TLS
+	MetricRequestRetries = "connactor.request.retries"           // counter: replays on a fresh connection
+	MetricRetriesRefused = "connactor.request.retries_refused"   // counter: replays the retry budget refused
+	MetricLeaseRejected  = "connactor.lease.rejected"            // counter by connactor.lease.reject_reason (queue_full, route_unavailable)
+	MetricRouteFailFast  = "connactor.route.fail_fast"           // gauge: 1 while a route fails fast (its dials keep failing)
+	MetricRouteIdleLearn = "connactor.route.learned_idle"        // gauge, s: the server's idle timeout a route learned (0 = none)
+	MetricFleetShare     = "connactor.fleet.share"               // gauge: this node's share of a route's fleet-wide budget (Config.Fleet)
+	MetricEndpointOpen   = "connactor.endpoint.open_connections" // gauge by network.peer.address and port: connections open or dialing to each address of a route's host
+	MetricFleetRenewal   = "connactor.fleet.renewal.duration"    // histogram, s: one renewal with a budget host (ask, renew or give back), by error.type when it failed
 )
 
 // Attribute keys and span event names of connactor's own.
@@ -119,6 +120,7 @@ type Telemetry struct {
 	failFast     metric.Int64ObservableGauge
 	learnedIdle  metric.Float64ObservableGauge
 	fleetShare   metric.Int64ObservableGauge
+	endpointOpen metric.Int64ObservableUpDownCounter
 	fleetRenewal metric.Float64Histogram
 	fleetFailed  sync.Map // error.type -> metric.MeasurementOption
 
@@ -185,6 +187,9 @@ func New(cfg Config) *Telemetry {
 	t.dialDuration, err = m.Float64Histogram(MetricDialDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time to open a connection: TCP connect, proxy tunnel and TLS handshake."),
 		metric.WithExplicitBucketBoundaries(leaseWaitBuckets...))
+	check(err)
+	t.endpointOpen, err = m.Int64ObservableUpDownCounter(MetricEndpointOpen, metric.WithUnit("{connection}"),
+		metric.WithDescription("Connections open or being dialed to each address a route's host resolves to (network.peer.address), leased and idle together."))
 	check(err)
 	t.leasePending, err = m.Int64ObservableUpDownCounter(MetricLeasePending, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests waiting in a route's queue for a connection."))

@@ -308,6 +308,55 @@ func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
 	}
 }
 
+// The endpoint gauge sums the routes to one destination (other identities)
+// per address, with the address as network.peer.address and port.
+func TestEndpointGaugeSumsEachAddressOverTheRoutesToADestination(t *testing.T) {
+	tel, _, reader := sdkTelemetry(t)
+	a := tel.Route("http", "example.test", "80")
+	x, y := netip.MustParseAddrPort("127.0.0.2:80"), netip.MustParseAddrPort("127.0.0.3:80")
+	readings := []RouteReading{
+		{Route: a, Stats: route.Stats{Endpoints: []route.EndpointStats{{Addr: x, Open: 2}, {Addr: y, Open: 1}}}},
+		{Route: a, Stats: route.Stats{Endpoints: []route.EndpointStats{{Addr: y, Open: 3}}}}, // another identity
+		{Route: tel.Route("http", "other.test", "80")},                                       // no endpoints: no point
+	}
+	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
+		for _, r := range readings {
+			if !yield(r) {
+				return
+			}
+		}
+	}, func() int64 { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Close()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if m.Name != MetricEndpointOpen {
+			continue
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			host, _ := dp.Attributes.Value("server.address")
+			addr, _ := dp.Attributes.Value("network.peer.address")
+			port, _ := dp.Attributes.Value("network.peer.port")
+			got[fmt.Sprintf("%s %s:%d", host.AsString(), addr.AsString(), port.AsInt64())] = dp.Value
+		}
+	}
+	want := map[string]int64{"example.test 127.0.0.2:80": 2, "example.test 127.0.0.3:80": 4}
+	if len(got) != len(want) {
+		t.Fatalf("endpoint gauge %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
 // Connections opened and closed count by reason and by the address they went
 // to (network.peer.address), beside the route's server.address; so do their
 // durations.
