@@ -56,21 +56,7 @@ func TestFleetShareIsObservedOnlyForRoutesWithABudget(t *testing.T) {
 		{Route: a, Fleet: true, Stats: route.Stats{FleetShare: 2}}, // another identity, same destination
 		{Route: b},
 	}
-	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
-		for _, r := range readings {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func() int64 { return 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Close()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	rm := collectReadings(t, tel, reader, readings)
 	got := map[string]int64{}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if m.Name != MetricFleetShare {

@@ -319,21 +319,7 @@ func TestEndpointGaugeSumsEachAddressOverTheRoutesToADestination(t *testing.T) {
 		{Route: a, Stats: route.Stats{Endpoints: []route.EndpointStats{{Addr: y, Open: 3}}}}, // another identity
 		{Route: tel.Route("http", "other.test", "80")},                                       // no endpoints: no point
 	}
-	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
-		for _, r := range readings {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func() int64 { return 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tel.Close()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	rm := collectReadings(t, tel, reader, readings)
 	got := map[string]int64{}
 	for _, m := range rm.ScopeMetrics[0].Metrics {
 		if m.Name != MetricEndpointOpen {
@@ -425,4 +411,26 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 		defer mp.Shutdown(context.Background())
 		run(b, New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}))
 	})
+}
+
+// collectReadings registers the pool gauges over readings, collects once and
+// unregisters them.
+func collectReadings(t *testing.T, tel *Telemetry, reader *sdkmetric.ManualReader, readings []RouteReading) metricdata.ResourceMetrics {
+	t.Helper()
+	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
+		for _, r := range readings {
+			if !yield(r) {
+				return
+			}
+		}
+	}, func() int64 { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Close()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	return rm
 }
