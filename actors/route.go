@@ -2,10 +2,8 @@ package actors
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -101,8 +99,10 @@ const (
 
 // connState is the route's record of one connection actor.
 type connState struct {
-	id        uint64
-	pid       *actor.PID
+	// connRef is what a lease holder needs of the connection: its ID and
+	// actor from the start, its inbox, socket and TLS state from its dial on,
+	// never changed after, so that an offer carries a pointer to it.
+	connRef
 	phase     connPhase
 	created   time.Time
 	idleSince time.Time
@@ -111,16 +111,12 @@ type connState struct {
 	lastIdle  time.Duration // how long it was idle before the current lease
 	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
 	served    int
-	idleIdx   int        // position in route.idle while idle
-	offerIdx  int        // position in route.offered while offered
-	dial      DialTiming // reported with the first lease only
-	netConn   net.Conn
-	tlsState  *tls.ConnectionState
-	inbox     *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
-	ref       connRef          // what an offer of it carries (HTTP/1.1, once dialed; never changed after)
-	proto     connProto        // HTTP/1.1 or HTTP/2 (route_proto.go)
-	ep        *endpoint        // its address in the route's endpoint set (nil: none)
-	peer      netip.AddrPort   // the address it reached (Dialed.Peer)
+	idleIdx   int            // position in route.idle while idle
+	offerIdx  int            // position in route.offered while offered
+	dial      DialTiming     // reported with the first lease only
+	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
+	ep        *endpoint      // its address in the route's endpoint set (nil: none)
+	peer      netip.AddrPort // the address it reached (Dialed.Peer)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
