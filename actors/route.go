@@ -129,10 +129,12 @@ type Route struct {
 	sup  *actor.PID
 	pub  *routePublished
 	mb   *mailbox.Mailbox // the route's own (routeParts); closed when it stops
-	// handling is the last request (LeaseRequest, RouteStatsRequest,
-	// CloseIdleRequest) the route took up: answered at once, unless the
+	// handling is the request (LeaseRequest, RouteStatsRequest,
+	// CloseIdleRequest) the route is handling: answered at once, unless the
 	// route failed while handling it, in which case its Stopping answers it
-	// (answering an answered ticket does nothing).
+	// (answering an answered ticket does nothing). Cleared once handled, as
+	// the supervisor's is: a LeaseRequest lives in its caller's Exchange,
+	// which holds the request, its response and its connection.
 	handling mailbox.Undeliverable
 
 	self *actor.PID
@@ -301,6 +303,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		m.Ticket.Deliver(n)
 	case *RouteStatsRequest:
 		m.Ticket.Deliver(r.stats())
+		r.handling = nil
 		return
 	case *actor.Started:
 		r.self = ctx.Self()
@@ -320,6 +323,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.cfg.Logger.Warn("route: unknown message", "route", r.name, "type", fmt.Sprintf("%T", m))
 		return
 	}
+	r.handling = nil
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()
