@@ -256,18 +256,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.permitsPending -= m.Taken
 		r.withdrawing -= m.Asked
 	case *RoomWanted:
-		r.roomWanted, r.shed = m.Wanted, m.Shed
-		if m.Wanted {
-			r.takeBack() // nothing stays on offer while room is wanted
-		}
-		if m.Wanted && !m.Shed && len(r.idle) > 0 {
-			// The supervisor saw nothing idle when it asked: a connection
-			// that went idle since is the room it wants. Above a fleet
-			// share it evicts the idle ones itself (enforceShare, and its
-			// fleet tick for those that appear later): closing one here
-			// too would shed two for one.
-			r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
-		}
+		r.onRoomWanted(ctx, m)
 	case *conn.Dialed:
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
@@ -295,12 +284,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *longWaitChecked:
 		r.onLongWaitChecked(ctx)
 	case *CloseIdleRequest:
-		r.takeBack()
-		n := len(r.idle)
-		for len(r.idle) > 0 {
-			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
-		}
-		m.Ticket.Deliver(n)
+		r.onCloseIdle(ctx, m)
 	case *RouteStatsRequest:
 		m.Ticket.Deliver(r.stats())
 		r.handling = nil
@@ -338,6 +322,34 @@ func (r *Route) clock() time.Time {
 		r.now = r.cfg.Now()
 	}
 	return r.now
+}
+
+// onRoomWanted keeps what the supervisor wants of the route's freed
+// connections (see RoomWanted).
+func (r *Route) onRoomWanted(ctx actor.Context, m *RoomWanted) {
+	r.roomWanted, r.shed = m.Wanted, m.Shed
+	if m.Wanted {
+		r.takeBack() // nothing stays on offer while room is wanted
+	}
+	if m.Wanted && !m.Shed && len(r.idle) > 0 {
+		// The supervisor saw nothing idle when it asked: a connection
+		// that went idle since is the room it wants. Above a fleet
+		// share it evicts the idle ones itself (enforceShare, and its
+		// fleet tick for those that appear later): closing one here
+		// too would shed two for one.
+		r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
+	}
+}
+
+// onCloseIdle closes every idle connection, those on offer included, and
+// answers how many it closed.
+func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
+	r.takeBack()
+	n := len(r.idle)
+	for len(r.idle) > 0 {
+		r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
+	}
+	m.Ticket.Deliver(n)
 }
 
 // onStopping runs when the client closes, or the supervisor stops this route
