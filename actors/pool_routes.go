@@ -16,7 +16,7 @@ func (l *Call) routeFor() (*routeHandle, error) {
 		h := v.(*routeHandle)
 		select {
 		case <-h.Done:
-			p.routes.CompareAndDelete(key, h) // its actor stopped: ask for a new one
+			p.forgetRoute(h) // its actor stopped: ask for a new one
 		default:
 			return h, nil
 		}

@@ -2,10 +2,8 @@ package actors
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -101,8 +99,10 @@ const (
 
 // connState is the route's record of one connection actor.
 type connState struct {
-	id        uint64
-	pid       *actor.PID
+	// connRef is what a lease holder needs of the connection: its ID and
+	// actor from the start, its inbox, socket and TLS state from its dial on,
+	// never changed after, so that an offer carries a pointer to it.
+	connRef
 	phase     connPhase
 	created   time.Time
 	idleSince time.Time
@@ -111,16 +111,12 @@ type connState struct {
 	lastIdle  time.Duration // how long it was idle before the current lease
 	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
 	served    int
-	idleIdx   int        // position in route.idle while idle
-	offerIdx  int        // position in route.offered while offered
-	dial      DialTiming // reported with the first lease only
-	netConn   net.Conn
-	tlsState  *tls.ConnectionState
-	inbox     *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
-	ref       connRef          // what an offer of it carries (HTTP/1.1, once dialed; never changed after)
-	proto     connProto        // HTTP/1.1 or HTTP/2 (route_proto.go)
-	ep        *endpoint        // its address in the route's endpoint set (nil: none)
-	peer      netip.AddrPort   // the address it reached (Dialed.Peer)
+	idleIdx   int            // position in route.idle while idle
+	offerIdx  int            // position in route.offered while offered
+	dial      DialTiming     // reported with the first lease only
+	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
+	ep        *endpoint      // its address in the route's endpoint set (nil: none)
+	peer      netip.AddrPort // the address it reached (Dialed.Peer)
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -133,10 +129,12 @@ type Route struct {
 	sup  *actor.PID
 	pub  *routePublished
 	mb   *mailbox.Mailbox // the route's own (routeParts); closed when it stops
-	// handling is the last request (LeaseRequest, RouteStatsRequest,
-	// CloseIdleRequest) the route took up: answered at once, unless the
+	// handling is the request (LeaseRequest, RouteStatsRequest,
+	// CloseIdleRequest) the route is handling: answered at once, unless the
 	// route failed while handling it, in which case its Stopping answers it
-	// (answering an answered ticket does nothing).
+	// (answering an answered ticket does nothing). Cleared once handled, as
+	// the supervisor's is: a LeaseRequest lives in its caller's Exchange,
+	// which holds the request, its response and its connection.
 	handling mailbox.Undeliverable
 
 	self *actor.PID
@@ -258,18 +256,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.permitsPending -= m.Taken
 		r.withdrawing -= m.Asked
 	case *RoomWanted:
-		r.roomWanted, r.shed = m.Wanted, m.Shed
-		if m.Wanted {
-			r.takeBack() // nothing stays on offer while room is wanted
-		}
-		if m.Wanted && !m.Shed && len(r.idle) > 0 {
-			// The supervisor saw nothing idle when it asked: a connection
-			// that went idle since is the room it wants. Above a fleet
-			// share it evicts the idle ones itself (enforceShare, and its
-			// fleet tick for those that appear later): closing one here
-			// too would shed two for one.
-			r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
-		}
+		r.onRoomWanted(ctx, m)
 	case *conn.Dialed:
 		r.onDialed(ctx, m)
 	case *conn.IdleBroken:
@@ -297,14 +284,10 @@ func (r *Route) Receive(ctx actor.Context) {
 	case *longWaitChecked:
 		r.onLongWaitChecked(ctx)
 	case *CloseIdleRequest:
-		r.takeBack()
-		n := len(r.idle)
-		for len(r.idle) > 0 {
-			r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
-		}
-		m.Ticket.Deliver(n)
+		r.onCloseIdle(ctx, m)
 	case *RouteStatsRequest:
 		m.Ticket.Deliver(r.stats())
+		r.handling = nil
 		return
 	case *actor.Started:
 		r.self = ctx.Self()
@@ -324,6 +307,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.cfg.Logger.Warn("route: unknown message", "route", r.name, "type", fmt.Sprintf("%T", m))
 		return
 	}
+	r.handling = nil
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()
@@ -338,6 +322,34 @@ func (r *Route) clock() time.Time {
 		r.now = r.cfg.Now()
 	}
 	return r.now
+}
+
+// onRoomWanted keeps what the supervisor wants of the route's freed
+// connections (see RoomWanted).
+func (r *Route) onRoomWanted(ctx actor.Context, m *RoomWanted) {
+	r.roomWanted, r.shed = m.Wanted, m.Shed
+	if m.Wanted {
+		r.takeBack() // nothing stays on offer while room is wanted
+	}
+	if m.Wanted && !m.Shed && len(r.idle) > 0 {
+		// The supervisor saw nothing idle when it asked: a connection
+		// that went idle since is the room it wants. Above a fleet
+		// share it evicts the idle ones itself (enforceShare, and its
+		// fleet tick for those that appear later): closing one here
+		// too would shed two for one.
+		r.closeConn(ctx, r.idle[0], route.ReasonEvicted)
+	}
+}
+
+// onCloseIdle closes every idle connection, those on offer included, and
+// answers how many it closed.
+func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
+	r.takeBack()
+	n := len(r.idle)
+	for len(r.idle) > 0 {
+		r.closeConn(ctx, r.idle[0], route.ReasonCloseIdle)
+	}
+	m.Ticket.Deliver(n)
 }
 
 // onStopping runs when the client closes, or the supervisor stops this route

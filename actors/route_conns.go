@@ -80,7 +80,7 @@ func (r *Route) onPermit(ctx actor.Context) {
 	} else {
 		pid = ctx.Spawn(conn.DialProps(r.key, r.cfg.Conn, conn.DialRequest{ID: id, Life: r.dialLife(), To: to}))
 	}
-	cs := &connState{id: id, pid: pid, phase: phaseDialing, created: r.clock(), idleIdx: -1, proto: http1Conn{},
+	cs := &connState{connRef: connRef{id: id, pid: pid}, phase: phaseDialing, created: r.clock(), idleIdx: -1, proto: http1Conn{},
 		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand()), ep: ep}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
@@ -110,8 +110,6 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		h := &http2Conn{cs: cs, conn: m.H2}
 		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
 		r.refreshH2(h)
-	} else {
-		cs.ref = connRef{id: cs.id, pid: cs.pid, inbox: cs.inbox, netConn: cs.netConn, tlsState: cs.tlsState}
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, cs.peer, m.Took)

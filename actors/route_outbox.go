@@ -63,13 +63,13 @@ type offer struct {
 	until time.Time
 }
 
-// connRef is what a lease holder needs of an HTTP/1.1 connection: part of the
-// route's record of it (connState.ref), written once when it is dialed and
+// connRef is what a lease holder needs of a connection: part of the route's
+// record of it (embedded in connState), written once when it is dialed and
 // never changed afterwards, so that offers carry a pointer to it.
 type connRef struct {
 	id       uint64
 	pid      *actor.PID
-	inbox    *mailbox.Mailbox
+	inbox    *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
 	netConn  net.Conn
 	tlsState *tls.ConnectionState
 }
@@ -109,7 +109,7 @@ func (r *Route) refill() {
 	}
 	for i := len(r.idle) - 1; i >= 0 && len(r.outbox) < cap(r.outbox); i-- {
 		cs := r.idle[i]
-		if !cs.proto.exclusive() || cs.served == 0 || cs.ref.pid == nil {
+		if !cs.proto.exclusive() || cs.served == 0 {
 			continue
 		}
 		until := r.dueAt(cs)
@@ -123,7 +123,7 @@ func (r *Route) refill() {
 		if since := cs.idleSince.UnixNano(); r.offerLRU == 0 || since < r.offerLRU {
 			r.offerLRU = since
 		}
-		r.outbox <- offer{conn: &cs.ref, idleSince: cs.idleSince, until: until} // never blocks: only the route sends
+		r.outbox <- offer{conn: &cs.connRef, idleSince: cs.idleSince, until: until} // never blocks: only the route sends
 	}
 }
 
