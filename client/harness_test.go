@@ -191,8 +191,8 @@ type harness struct {
 	cfg Config
 
 	dials     atomic.Int32
-	open      atomic.Int32
-	peak      atomic.Int32
+	open      atomic.Int64
+	peak      atomic.Int64
 	bytesRead atomic.Int64
 }
 
@@ -236,13 +236,7 @@ func (h *harness) dial(ctx context.Context, network, addr string) (net.Conn, err
 		return nil, err
 	}
 	h.dials.Add(1)
-	n := h.open.Add(1)
-	for {
-		p := h.peak.Load()
-		if n <= p || h.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
+	raisePeak(&h.peak, h.open.Add(1))
 	return &countedConn{Conn: nc, h: h}, nil
 }
 

@@ -27,14 +27,8 @@ type dialCounter struct {
 
 func (dc *dialCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	dc.dials.Add(1)
-	n := dc.inFlight.Add(1)
+	raisePeak(&dc.peak, dc.inFlight.Add(1))
 	defer dc.inFlight.Add(-1)
-	for {
-		p := dc.peak.Load()
-		if n <= p || dc.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
 	if dc.gate != nil {
 		select {
 		case <-dc.gate:
@@ -49,15 +43,16 @@ func (dc *dialCounter) dial(ctx context.Context, network, addr string) (net.Conn
 	if err != nil {
 		return nil, err
 	}
-	o := dc.open.Add(1)
+	raisePeak(&dc.maxOpen, dc.open.Add(1))
 	dc.opened.Add(1)
-	for {
-		m := dc.maxOpen.Load()
-		if o <= m || dc.maxOpen.CompareAndSwap(m, o) {
-			break
-		}
-	}
 	return &countedClose{Conn: c, dc: dc}, nil
+}
+
+// raisePeak raises peak to n if n is higher, for a reading that other
+// goroutines raise at the same time.
+func raisePeak(peak *atomic.Int64, n int64) {
+	for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+	}
 }
 
 type countedClose struct {
