@@ -45,7 +45,7 @@ func (dc *dialCounter) dial(ctx context.Context, network, addr string) (net.Conn
 	}
 	raisePeak(&dc.maxOpen, dc.open.Add(1))
 	dc.opened.Add(1)
-	return &countedClose{Conn: c, dc: dc}, nil
+	return &countedClose{Conn: c, open: &dc.open}, nil
 }
 
 // raisePeak raises peak to n if n is higher, for a reading that other
@@ -55,14 +55,15 @@ func raisePeak(peak *atomic.Int64, n int64) {
 	}
 }
 
+// countedClose is a socket counted in open, which its first Close lowers.
 type countedClose struct {
 	net.Conn
-	dc   *dialCounter
+	open *atomic.Int64
 	once sync.Once
 }
 
 func (c *countedClose) Close() error {
-	c.once.Do(func() { c.dc.open.Add(-1) })
+	c.once.Do(func() { c.open.Add(-1) })
 	return c.Conn.Close()
 }
 
