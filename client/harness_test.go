@@ -191,8 +191,8 @@ type harness struct {
 	cfg Config
 
 	dials     atomic.Int32
-	open      atomic.Int32
-	peak      atomic.Int32
+	open      atomic.Int64
+	peak      atomic.Int64
 	bytesRead atomic.Int64
 }
 
@@ -236,31 +236,20 @@ func (h *harness) dial(ctx context.Context, network, addr string) (net.Conn, err
 		return nil, err
 	}
 	h.dials.Add(1)
-	n := h.open.Add(1)
-	for {
-		p := h.peak.Load()
-		if n <= p || h.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
-	return &countedConn{Conn: nc, h: h}, nil
+	raisePeak(&h.peak, h.open.Add(1))
+	return &countedConn{countedClose: countedClose{Conn: nc, open: &h.open}, read: &h.bytesRead}, nil
 }
 
+// countedConn is a countedClose that also counts the bytes read from it.
 type countedConn struct {
-	net.Conn
-	h    *harness
-	once sync.Once
+	countedClose
+	read *atomic.Int64
 }
 
 func (c *countedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.h.bytesRead.Add(int64(n))
+	c.read.Add(int64(n))
 	return n, err
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.h.open.Add(-1) })
-	return c.Conn.Close()
 }
 
 func (h *harness) newRequest(method, path string, body io.Reader) *http.Request {

@@ -27,14 +27,8 @@ type dialCounter struct {
 
 func (dc *dialCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	dc.dials.Add(1)
-	n := dc.inFlight.Add(1)
+	raisePeak(&dc.peak, dc.inFlight.Add(1))
 	defer dc.inFlight.Add(-1)
-	for {
-		p := dc.peak.Load()
-		if n <= p || dc.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
 	if dc.gate != nil {
 		select {
 		case <-dc.gate:
@@ -49,25 +43,27 @@ func (dc *dialCounter) dial(ctx context.Context, network, addr string) (net.Conn
 	if err != nil {
 		return nil, err
 	}
-	o := dc.open.Add(1)
+	raisePeak(&dc.maxOpen, dc.open.Add(1))
 	dc.opened.Add(1)
-	for {
-		m := dc.maxOpen.Load()
-		if o <= m || dc.maxOpen.CompareAndSwap(m, o) {
-			break
-		}
-	}
-	return &countedClose{Conn: c, dc: dc}, nil
+	return &countedClose{Conn: c, open: &dc.open}, nil
 }
 
+// raisePeak raises peak to n if n is higher, for a reading that other
+// goroutines raise at the same time.
+func raisePeak(peak *atomic.Int64, n int64) {
+	for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+	}
+}
+
+// countedClose is a socket counted in open, which its first Close lowers.
 type countedClose struct {
 	net.Conn
-	dc   *dialCounter
+	open *atomic.Int64
 	once sync.Once
 }
 
 func (c *countedClose) Close() error {
-	c.once.Do(func() { c.dc.open.Add(-1) })
+	c.once.Do(func() { c.open.Add(-1) })
 	return c.Conn.Close()
 }
 

@@ -82,11 +82,8 @@ func dialTCP(ctx context.Context, addr string, opt *Options, dl *dialLog) (net.C
 		nc, err = dialEndpoints(ctx, to, opt, dl)
 	case opt.Resolver != nil:
 		nc, err = resolveDial(ctx, addr, opt, dl)
-	case opt.DialContext != nil:
-		nc, err = opt.DialContext(ctx, "tcp", addr)
 	default:
-		var d net.Dialer
-		nc, err = d.DialContext(ctx, "tcp", addr)
+		nc, err = dialDirect(ctx, addr, opt)
 	}
 	dl.addConnect(start)
 	if err == nil && dl != nil && !dl.peer.IsValid() {

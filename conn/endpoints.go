@@ -237,13 +237,18 @@ func dialSerial(ctx context.Context, addrs []netip.AddrPort, opt *Options) (net.
 	return nil, netip.AddrPort{}, firstErr
 }
 
-// dialAddr dials one address: through opt.DialContext when set (given
-// "ip:port"), or a net.Dialer, which fires a ClientTrace's ConnectStart and
-// ConnectDone hooks.
+// dialAddr dials one address (dialDirect, given "ip:port").
 func dialAddr(ctx context.Context, a netip.AddrPort, opt *Options) (net.Conn, error) {
+	return dialDirect(ctx, a.String(), opt)
+}
+
+// dialDirect dials addr as it is: through opt.DialContext when set, or a
+// net.Dialer, which resolves a host name itself and fires a ClientTrace's
+// DNS, ConnectStart and ConnectDone hooks.
+func dialDirect(ctx context.Context, addr string, opt *Options) (net.Conn, error) {
 	if opt.DialContext != nil {
-		return opt.DialContext(ctx, "tcp", a.String())
+		return opt.DialContext(ctx, "tcp", addr)
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", a.String())
+	return d.DialContext(ctx, "tcp", addr)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/loopbacks"
 )
 
 // fakeNet is a DialContext whose addresses refuse, hang until their dial's
@@ -157,16 +159,6 @@ func TestBothFamiliesFailingReturnThePrimarysError(t *testing.T) {
 	})
 }
 
-// fakeResolver answers every lookup with addrs, or err.
-type fakeResolver struct {
-	addrs []netip.Addr
-	err   error
-}
-
-func (r fakeResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
-	return r.addrs, r.err
-}
-
 // A dial by name with a Resolver looks the host up through it (DNS hooks and
 // all), then dials the first family's addresses in turn, as net.Dialer does.
 func TestADialByNameResolvesThroughTheResolver(t *testing.T) {
@@ -179,8 +171,10 @@ func TestADialByNameResolvesThroughTheResolver(t *testing.T) {
 		DNSStart: func(i httptrace.DNSStartInfo) { hooks = append(hooks, "start "+i.Host) },
 		DNSDone:  func(i httptrace.DNSDoneInfo) { hooks = append(hooks, "done") },
 	})
+	var res loopbacks.Resolver
+	res.Set(a1, a2)
 	var dl dialLog
-	nc, err := dialTCP(ctx, "svc.test:80", &Options{DialContext: f.dial, Resolver: fakeResolver{addrs: []netip.Addr{a1, a2}}}, &dl)
+	nc, err := dialTCP(ctx, "svc.test:80", &Options{DialContext: f.dial, Resolver: &res}, &dl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +193,9 @@ func TestADialByNameResolvesThroughTheResolver(t *testing.T) {
 // A lookup that finds nothing fails the dial as net.Dialer does: a
 // *net.OpError around a "no such host" *net.DNSError.
 func TestALookupThatFindsNothingFailsAsNetDialerDoes(t *testing.T) {
-	for _, r := range []fakeResolver{{}, {err: &net.DNSError{Err: "no such host", Name: "svc.test", IsNotFound: true}}} {
+	notFound := &loopbacks.Resolver{}
+	notFound.Fail(&net.DNSError{Err: "no such host", Name: "svc.test", IsNotFound: true})
+	for _, r := range []*loopbacks.Resolver{{}, notFound} { // no address; not found
 		_, err := dialTCP(context.Background(), "svc.test:80", &Options{Resolver: r}, nil)
 		var op *net.OpError
 		var dnsErr *net.DNSError

@@ -39,7 +39,7 @@ func (c *Actor) onRecycle(ctx actor.Context) {
 // (reused, as across idle periods of one socket; the watch is off), and the
 // atomics, whose values are those of an actor with no socket.
 func (c *Actor) resetSocket() {
-	c.id, c.life = 0, nil
+	c.id, c.life, c.to = 0, nil, Endpoints{}
 	c.nc, c.rd, c.wr = nil, nil, nil
 	c.rdv = countingReader{}
 	c.wrv.w, c.wrv.err = nil, nil

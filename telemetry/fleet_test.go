@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/connactor/connactor/route"
@@ -57,16 +58,13 @@ func TestFleetShareIsObservedOnlyForRoutesWithABudget(t *testing.T) {
 		{Route: b},
 	}
 	rm := collectReadings(t, tel, reader, readings)
-	got := map[string]int64{}
-	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != MetricFleetShare {
-			continue
+	got := int64Points(rm, func(name string, attrs attribute.Set) string {
+		if name != MetricFleetShare {
+			return ""
 		}
-		for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
-			host, _ := dp.Attributes.Value("server.address")
-			got[host.AsString()] = dp.Value
-		}
-	}
+		host, _ := attrs.Value("server.address")
+		return host.AsString()
+	})
 	if len(got) != 1 || got["a.test"] != 6 {
 		t.Fatalf("fleet shares: %v, want a.test 6 only", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -225,18 +226,15 @@ func TestDialErrorsCountByErrorTypeAndPeer(t *testing.T) {
 	r.DialFailed("http://example.test:80", netip.AddrPort{}, &net.DNSError{Err: "no such host", Name: "example.test"}, time.Millisecond)
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
-	got := map[string]int64{}
-	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != MetricDialErrors {
-			continue
+	got := int64Points(rm, func(name string, attrs attribute.Set) string {
+		if name != MetricDialErrors {
+			return ""
 		}
-		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-			v, _ := dp.Attributes.Value("error.type")
-			addr, _ := dp.Attributes.Value("network.peer.address")
-			port, _ := dp.Attributes.Value("network.peer.port")
-			got[fmt.Sprintf("%s %s %d", v.AsString(), addr.AsString(), port.AsInt64())] = dp.Value
-		}
-	}
+		v, _ := attrs.Value("error.type")
+		addr, _ := attrs.Value("network.peer.address")
+		port, _ := attrs.Value("network.peer.port")
+		return fmt.Sprintf("%s %s %d", v.AsString(), addr.AsString(), port.AsInt64())
+	})
 	if len(got) != 2 || got[ErrorTypeConnRefused+" 127.0.0.2 80"] != 2 || got[ErrorTypeDNS+"  0"] != 1 {
 		t.Fatalf("dial errors by error.type and peer: %v", got)
 	}
@@ -268,18 +266,11 @@ func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	for _, m := range rm.ScopeMetrics[0].Metrics {
-		s, ok := m.Data.(metricdata.Sum[int64])
-		if !ok {
-			continue
-		}
-		for _, dp := range s.DataPoints {
-			port, _ := dp.Attributes.Value("server.port")
-			state, _ := dp.Attributes.Value("http.connection.state")
-			got[fmt.Sprintf("%s %d %s", m.Name, port.AsInt64(), state.AsString())] = dp.Value
-		}
-	}
+	got := int64Points(rm, func(name string, attrs attribute.Set) string {
+		port, _ := attrs.Value("server.port")
+		state, _ := attrs.Value("http.connection.state")
+		return fmt.Sprintf("%s %d %s", name, port.AsInt64(), state.AsString())
+	})
 	want := map[string]int64{
 		"http.client.open_connections 80 active":  2,
 		"http.client.open_connections 80 idle":    2,
@@ -320,18 +311,15 @@ func TestEndpointGaugeSumsEachAddressOverTheRoutesToADestination(t *testing.T) {
 		{Route: tel.Route("http", "other.test", "80")},                                       // no endpoints: no point
 	}
 	rm := collectReadings(t, tel, reader, readings)
-	got := map[string]int64{}
-	for _, m := range rm.ScopeMetrics[0].Metrics {
-		if m.Name != MetricEndpointOpen {
-			continue
+	got := int64Points(rm, func(name string, attrs attribute.Set) string {
+		if name != MetricEndpointOpen {
+			return ""
 		}
-		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-			host, _ := dp.Attributes.Value("server.address")
-			addr, _ := dp.Attributes.Value("network.peer.address")
-			port, _ := dp.Attributes.Value("network.peer.port")
-			got[fmt.Sprintf("%s %s:%d", host.AsString(), addr.AsString(), port.AsInt64())] = dp.Value
-		}
-	}
+		host, _ := attrs.Value("server.address")
+		addr, _ := attrs.Value("network.peer.address")
+		port, _ := attrs.Value("network.peer.port")
+		return fmt.Sprintf("%s %s:%d", host.AsString(), addr.AsString(), port.AsInt64())
+	})
 	want := map[string]int64{"example.test 127.0.0.2:80": 2, "example.test 127.0.0.3:80": 4}
 	if len(got) != len(want) {
 		t.Fatalf("endpoint gauge %v, want %v", got, want)
@@ -357,24 +345,12 @@ func TestConnectionHooksCountByReasonAndPeer(t *testing.T) {
 	r.ConnClosed("http://example.test:80", 3, b, "idle_expiry", time.Second, 1)
 	var rm metricdata.ResourceMetrics
 	reader.Collect(context.Background(), &rm)
-	got := map[string]int64{}
-	for _, m := range rm.ScopeMetrics[0].Metrics {
-		var points []metricdata.DataPoint[int64]
-		switch d := m.Data.(type) {
-		case metricdata.Sum[int64]:
-			points = d.DataPoints
-		case metricdata.Histogram[float64]:
-			for _, dp := range d.DataPoints {
-				points = append(points, metricdata.DataPoint[int64]{Attributes: dp.Attributes, Value: int64(dp.Count)})
-			}
-		}
-		for _, dp := range points {
-			reason, _ := dp.Attributes.Value(AttrCloseReason)
-			peer, _ := dp.Attributes.Value("network.peer.address")
-			host, _ := dp.Attributes.Value("server.address")
-			got[fmt.Sprintf("%s %s %s %s", m.Name, host.AsString(), peer.AsString(), reason.AsString())] = dp.Value
-		}
-	}
+	got := int64Points(rm, func(name string, attrs attribute.Set) string {
+		reason, _ := attrs.Value(AttrCloseReason)
+		peer, _ := attrs.Value("network.peer.address")
+		host, _ := attrs.Value("server.address")
+		return fmt.Sprintf("%s %s %s %s", name, host.AsString(), peer.AsString(), reason.AsString())
+	})
 	want := map[string]int64{
 		MetricConnOpened + " example.test 127.0.0.2 ":             1,
 		MetricConnOpened + " example.test 127.0.0.3 ":             1,
@@ -411,6 +387,37 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 		defer mp.Shutdown(context.Background())
 		run(b, New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}))
 	})
+}
+
+// int64Points returns the points of rm's int64 sums and gauges, and the
+// record counts of its float64 histograms, each under key(the metric's name,
+// the point's attributes); a point whose key is "" is left out.
+func int64Points(rm metricdata.ResourceMetrics, key func(name string, attrs attribute.Set) string) map[string]int64 {
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			add := func(attrs attribute.Set, v int64) {
+				if k := key(m.Name, attrs); k != "" {
+					got[k] = v
+				}
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					add(dp.Attributes, dp.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					add(dp.Attributes, dp.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					add(dp.Attributes, int64(dp.Count))
+				}
+			}
+		}
+	}
+	return got
 }
 
 // collectReadings registers the pool gauges over readings, collects once and
