@@ -212,9 +212,9 @@ func (s hostSink) Transfer(shards []int, epochs []uint64, to protocol.HostInfo) 
 }
 
 func (s hostSink) SendHandoff(to protocol.HostID, h protocol.Handoff) {
-	s.a.m.sys.Root.Send(actor.NewPID(string(to), hostName), wrap(h))
+	s.a.m.sys.Root.Send(hostPID(to), wrap(h))
 }
 
 func (s hostSink) SendHandoffAck(to protocol.HostID, ack protocol.HandoffAck) {
-	s.a.m.sys.Root.Send(actor.NewPID(string(to), hostName), wrap(ack))
+	s.a.m.sys.Root.Send(hostPID(to), wrap(ack))
 }
