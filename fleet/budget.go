@@ -80,15 +80,15 @@ func New(c *cluster.Cluster, opt Options) (*Budget, error) {
 	case opt.SessionTTL > 0 && opt.SessionTTL < 2*time.Second:
 		return nil, fmt.Errorf("%w: SessionTTL %v below 2s (etcd counts leases in seconds)", ErrInvalidConfig, opt.SessionTTL)
 	}
-	if _, ok := kindConfig(c); !ok {
+	kc, ok := kindConfig(c)
+	if !ok {
 		return nil, fmt.Errorf("%w: the cluster lacks the budget host's kind: add fleet.Kind() with cluster.WithKinds on every member", ErrInvalidConfig)
 	}
 	if c.Remote == nil {
 		return nil, fmt.Errorf("%w: the cluster is not started (StartMember)", ErrInvalidConfig)
 	}
 	if opt.SessionTTL == 0 {
-		kc, _ := kindConfig(c)
-		opt.SessionTTL = max(kc.Lease+2*time.Second, 2*time.Second)
+		opt.SessionTTL = kc.Lease + 2*time.Second // the lease is positive: at least 2 s
 	}
 	if opt.Prefix == "" {
 		opt.Prefix = "/connactor/fleet-budgets/" + c.Config.Name + "/"

@@ -176,12 +176,21 @@ func (a *hostActor) checkLeft() {
 }
 
 func (a *hostActor) transfer(shards []int, epochs []uint64, to protocol.HostInfo) {
+	a.call(func(ctx context.Context, c coordinator) any {
+		res, err := c.Transfer(ctx, shards, epochs, to)
+		return &hostTransferResult{shards: shards, epochs: epochs, to: to, res: res, err: err}
+	})
+}
+
+// call runs a coordinator call on a goroutine of the member, bounded by
+// callTimeout, and sends the host the message it returns: the host's
+// Receive never waits for etcd.
+func (a *hostActor) call(f func(context.Context, coordinator) any) {
 	m, self := a.m, a.self
 	m.calls.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
-		res, err := m.coord.Transfer(ctx, shards, epochs, to)
-		m.sys.Root.Send(self, &hostTransferResult{shards: shards, epochs: epochs, to: to, res: res, err: err})
+		m.sys.Root.Send(self, f(ctx, m.coord))
 	})
 }
 
@@ -198,12 +207,9 @@ func (s hostSink) Nudge(to protocol.NodeID, n protocol.Nudge) {
 }
 
 func (s hostSink) Acquire(shard int) {
-	m, self := s.a.m, s.a.self
-	m.calls.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		defer cancel()
-		res, err := m.coord.Acquire(ctx, shard)
-		m.sys.Root.Send(self, &hostAcquireResult{shard: shard, res: res, err: err})
+	s.a.call(func(ctx context.Context, c coordinator) any {
+		res, err := c.Acquire(ctx, shard)
+		return &hostAcquireResult{shard: shard, res: res, err: err}
 	})
 }
 
@@ -212,9 +218,9 @@ func (s hostSink) Transfer(shards []int, epochs []uint64, to protocol.HostInfo) 
 }
 
 func (s hostSink) SendHandoff(to protocol.HostID, h protocol.Handoff) {
-	s.a.m.sys.Root.Send(actor.NewPID(string(to), hostName), wrap(h))
+	s.a.m.sys.Root.Send(hostPID(to), wrap(h))
 }
 
 func (s hostSink) SendHandoffAck(to protocol.HostID, ack protocol.HandoffAck) {
-	s.a.m.sys.Root.Send(actor.NewPID(string(to), hostName), wrap(ack))
+	s.a.m.sys.Root.Send(hostPID(to), wrap(ack))
 }

@@ -136,7 +136,7 @@ type keeperSink struct{ a *keeperActor }
 
 func (s keeperSink) Send(to protocol.HostID, r protocol.Renew) {
 	a := s.a
-	a.m.sys.Root.RequestWithCustomSender(actor.NewPID(string(to), hostName), wrap(r), a.self)
+	a.m.sys.Root.RequestWithCustomSender(hostPID(to), wrap(r), a.self)
 }
 
 func (s keeperSink) ShareChanged(route string, share, budget int) {

@@ -181,6 +181,10 @@ func nodePID(n protocol.NodeID) *actor.PID {
 	return actor.NewPID(addr, id)
 }
 
+// hostPID is the budget host actor of the member a HostID names (its
+// address).
+func hostPID(h protocol.HostID) *actor.PID { return actor.NewPID(string(h), hostName) }
+
 // nodeID names a keeper actor.
 func nodeID(pid *actor.PID) protocol.NodeID { return protocol.NodeID(pid.Address + "/" + pid.Id) }
 

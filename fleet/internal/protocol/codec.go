@@ -36,18 +36,7 @@ func Encode(msg any) []byte {
 		b = sint(b, 3, m.Budget)
 		b = sint(b, 4, m.FloorCap)
 		b = boolean(b, 5, m.Release)
-		for _, e := range m.Entries {
-			var eb []byte
-			eb = str(eb, 1, e.Route)
-			eb = sint(eb, 2, e.Has)
-			eb = sint(eb, 3, e.Held)
-			eb = sint(eb, 4, e.Need)
-			eb = sint(eb, 5, e.Want)
-			eb = sint(eb, 6, e.OnFloor)
-			b = protowire.AppendTag(b, 6, protowire.BytesType)
-			b = protowire.AppendBytes(b, eb)
-		}
-		return b
+		return each(b, 6, m.Entries, appendEntry)
 	case RenewReply:
 		b := []byte{tagRenewReply}
 		b = str(b, 1, string(m.Host))
@@ -56,55 +45,67 @@ func Encode(msg any) []byte {
 		b = dur(b, 4, m.Lease)
 		b = dur(b, 5, m.Vouch)
 		b = boolean(b, 6, m.Eager)
-		for _, g := range m.Grants {
-			var gb []byte
-			gb = num(gb, 1, uint64(g.Status))
-			gb = sint(gb, 2, g.Grant)
-			gb = sint(gb, 3, g.Budget)
-			gb = sint(gb, 4, g.Floor)
-			gb = num(gb, 5, g.Epoch)
-			gb = boolean(gb, 6, g.Safe)
-			gb = sint(gb, 7, g.Nodes)
-			gb = dur(gb, 8, g.RetryAfter)
-			gb = str(gb, 9, string(g.Owner))
-			b = protowire.AppendTag(b, 7, protowire.BytesType)
-			b = protowire.AppendBytes(b, gb)
-		}
-		return b
+		return each(b, 7, m.Grants, appendGrant)
 	case Nudge:
 		return str([]byte{tagNudge}, 1, string(m.Host))
 	case Handoff:
 		b := appendShard([]byte{tagHandoff}, m.From, m.Shard, m.Epoch)
 		b = num(b, 5, uint64(m.ToSession))
-		for _, l := range m.Ledgers {
-			var lb []byte
-			lb = str(lb, 1, l.Route)
-			for _, h := range l.Holders {
-				var hb []byte
-				hb = str(hb, 1, string(h.Node))
-				hb = sint(hb, 2, h.Budget)
-				hb = sint(hb, 3, h.Has)
-				hb = sint(hb, 4, h.Held)
-				hb = sint(hb, 5, h.Need)
-				hb = sint(hb, 6, h.Want)
-				hb = sint(hb, 7, h.OnFloor)
-				hb = sint(hb, 8, h.Grant)
-				hb = sint(hb, 9, h.Floor)
-				hb = boolean(hb, 10, h.Lapsed)
-				hb = dur(hb, 11, h.ExpiresIn)
-				hb = sint(hb, 12, h.Vouched)
-				hb = dur(hb, 13, h.VouchedFor)
-				lb = protowire.AppendTag(lb, 2, protowire.BytesType)
-				lb = protowire.AppendBytes(lb, hb)
-			}
-			b = protowire.AppendTag(b, 4, protowire.BytesType)
-			b = protowire.AppendBytes(b, lb)
-		}
-		return b
+		return each(b, 4, m.Ledgers, appendLedger)
 	case HandoffAck:
 		return appendShard([]byte{tagHandoffAck}, m.From, m.Shard, m.Epoch)
 	}
 	panic(fmt.Sprintf("protocol: internal error: Encode of a %T", msg))
+}
+
+// each writes items as embedded messages, each a field n written by enc.
+func each[T any](b []byte, n protowire.Number, items []T, enc func([]byte, T) []byte) []byte {
+	for _, it := range items {
+		b = protowire.AppendTag(b, n, protowire.BytesType)
+		b = protowire.AppendBytes(b, enc(nil, it))
+	}
+	return b
+}
+
+func appendEntry(b []byte, e Entry) []byte {
+	b = str(b, 1, e.Route)
+	b = sint(b, 2, e.Has)
+	b = sint(b, 3, e.Held)
+	b = sint(b, 4, e.Need)
+	b = sint(b, 5, e.Want)
+	return sint(b, 6, e.OnFloor)
+}
+
+func appendGrant(b []byte, g Grant) []byte {
+	b = num(b, 1, uint64(g.Status))
+	b = sint(b, 2, g.Grant)
+	b = sint(b, 3, g.Budget)
+	b = sint(b, 4, g.Floor)
+	b = num(b, 5, g.Epoch)
+	b = boolean(b, 6, g.Safe)
+	b = sint(b, 7, g.Nodes)
+	b = dur(b, 8, g.RetryAfter)
+	return str(b, 9, string(g.Owner))
+}
+
+func appendLedger(b []byte, l LedgerState) []byte {
+	return each(str(b, 1, l.Route), 2, l.Holders, appendHolder)
+}
+
+func appendHolder(b []byte, h HolderState) []byte {
+	b = str(b, 1, string(h.Node))
+	b = sint(b, 2, h.Budget)
+	b = sint(b, 3, h.Has)
+	b = sint(b, 4, h.Held)
+	b = sint(b, 5, h.Need)
+	b = sint(b, 6, h.Want)
+	b = sint(b, 7, h.OnFloor)
+	b = sint(b, 8, h.Grant)
+	b = sint(b, 9, h.Floor)
+	b = boolean(b, 10, h.Lapsed)
+	b = dur(b, 11, h.ExpiresIn)
+	b = sint(b, 12, h.Vouched)
+	return dur(b, 13, h.VouchedFor)
 }
 
 // appendShard writes the fields 1 to 3 that a Handoff and a HandoffAck
@@ -175,24 +176,8 @@ func Decode(b []byte) (any, error) {
 			case 5:
 				m.Release = f.v != 0
 			case 6:
-				var e Entry
-				if err := fields(f.b, func(n protowire.Number, f field) error {
-					switch n {
-					case 1:
-						e.Route = f.str()
-					case 2:
-						e.Has = f.int()
-					case 3:
-						e.Held = f.int()
-					case 4:
-						e.Need = f.int()
-					case 5:
-						e.Want = f.int()
-					case 6:
-						e.OnFloor = f.int()
-					}
-					return nil
-				}); err != nil {
+				e, err := embedded(f.b, setEntry)
+				if err != nil {
 					return err
 				}
 				if e.Route == "" {
@@ -223,30 +208,8 @@ func Decode(b []byte) (any, error) {
 			case 6:
 				m.Eager = f.v != 0
 			case 7:
-				var g Grant
-				if err := fields(f.b, func(n protowire.Number, f field) error {
-					switch n {
-					case 1:
-						g.Status = Status(f.v)
-					case 2:
-						g.Grant = f.int()
-					case 3:
-						g.Budget = f.int()
-					case 4:
-						g.Floor = f.int()
-					case 5:
-						g.Epoch = f.v
-					case 6:
-						g.Safe = f.v != 0
-					case 7:
-						g.Nodes = f.int()
-					case 8:
-						g.RetryAfter = time.Duration(f.int())
-					case 9:
-						g.Owner = HostID(f.str())
-					}
-					return nil
-				}); err != nil {
+				g, err := embedded(f.b, setGrant)
+				if err != nil {
 					return err
 				}
 				if g.Status > StatusFenced || g.Grant < 0 {
@@ -280,50 +243,8 @@ func Decode(b []byte) (any, error) {
 			case n == 5:
 				m.ToSession = int64(f.v)
 			case n == 4:
-				var l LedgerState
-				if err := fields(f.b, func(n protowire.Number, f field) error {
-					switch n {
-					case 1:
-						l.Route = f.str()
-					case 2:
-						var h HolderState
-						if err := fields(f.b, func(n protowire.Number, f field) error {
-							switch n {
-							case 1:
-								h.Node = NodeID(f.str())
-							case 2:
-								h.Budget = f.int()
-							case 3:
-								h.Has = f.int()
-							case 4:
-								h.Held = f.int()
-							case 5:
-								h.Need = f.int()
-							case 6:
-								h.Want = f.int()
-							case 7:
-								h.OnFloor = f.int()
-							case 8:
-								h.Grant = f.int()
-							case 9:
-								h.Floor = f.int()
-							case 10:
-								h.Lapsed = f.v != 0
-							case 11:
-								h.ExpiresIn = time.Duration(f.int())
-							case 12:
-								h.Vouched = f.int()
-							case 13:
-								h.VouchedFor = time.Duration(f.int())
-							}
-							return nil
-						}); err != nil {
-							return err
-						}
-						l.Holders = append(l.Holders, h)
-					}
-					return nil
-				}); err != nil {
+				l, err := embedded(f.b, setLedger)
+				if err != nil {
 					return err
 				}
 				m.Ledgers = append(m.Ledgers, l)
@@ -346,6 +267,101 @@ func Decode(b []byte) (any, error) {
 		return m, err
 	}
 	return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
+}
+
+// embedded reads an embedded message: each of b's fields goes to set.
+func embedded[T any](b []byte, set func(*T, protowire.Number, field) error) (T, error) {
+	var v T
+	err := fields(b, func(n protowire.Number, f field) error { return set(&v, n, f) })
+	return v, err
+}
+
+func setEntry(e *Entry, n protowire.Number, f field) error {
+	switch n {
+	case 1:
+		e.Route = f.str()
+	case 2:
+		e.Has = f.int()
+	case 3:
+		e.Held = f.int()
+	case 4:
+		e.Need = f.int()
+	case 5:
+		e.Want = f.int()
+	case 6:
+		e.OnFloor = f.int()
+	}
+	return nil
+}
+
+func setGrant(g *Grant, n protowire.Number, f field) error {
+	switch n {
+	case 1:
+		g.Status = Status(f.v)
+	case 2:
+		g.Grant = f.int()
+	case 3:
+		g.Budget = f.int()
+	case 4:
+		g.Floor = f.int()
+	case 5:
+		g.Epoch = f.v
+	case 6:
+		g.Safe = f.v != 0
+	case 7:
+		g.Nodes = f.int()
+	case 8:
+		g.RetryAfter = time.Duration(f.int())
+	case 9:
+		g.Owner = HostID(f.str())
+	}
+	return nil
+}
+
+func setLedger(l *LedgerState, n protowire.Number, f field) error {
+	switch n {
+	case 1:
+		l.Route = f.str()
+	case 2:
+		h, err := embedded(f.b, setHolder)
+		if err != nil {
+			return err
+		}
+		l.Holders = append(l.Holders, h)
+	}
+	return nil
+}
+
+func setHolder(h *HolderState, n protowire.Number, f field) error {
+	switch n {
+	case 1:
+		h.Node = NodeID(f.str())
+	case 2:
+		h.Budget = f.int()
+	case 3:
+		h.Has = f.int()
+	case 4:
+		h.Held = f.int()
+	case 5:
+		h.Need = f.int()
+	case 6:
+		h.Want = f.int()
+	case 7:
+		h.OnFloor = f.int()
+	case 8:
+		h.Grant = f.int()
+	case 9:
+		h.Floor = f.int()
+	case 10:
+		h.Lapsed = f.v != 0
+	case 11:
+		h.ExpiresIn = time.Duration(f.int())
+	case 12:
+		h.Vouched = f.int()
+	case 13:
+		h.VouchedFor = time.Duration(f.int())
+	}
+	return nil
 }
 
 // field is one field as read: v for a varint, b for bytes.
