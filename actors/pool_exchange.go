@@ -60,7 +60,7 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 		if p.closing.Load() {
 			return nil, ErrClosed
 		}
-		p.routes.CompareAndDelete(key, h)
+		p.forgetRoute(h)
 		return nil, NotSent(fmt.Errorf("connactor: %w: %s, while waiting for a connection for %s", ErrRouteFailed, key, l.target()))
 	case errors.Is(err, ErrQueueFull):
 		return nil, fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",

@@ -92,7 +92,8 @@ func (h *routeHandle) take(now time.Time) (Lease, bool) {
 			continue
 		}
 		c := o.conn
-		return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: true, IdleTime: now.Sub(o.idleSince),
+		idle := max(0, now.Sub(o.idleSince)) // now is the call's start, which may predate the offer
+		return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: true, IdleTime: idle,
 			NetConn: c.netConn, TLSState: c.tlsState, Offered: true}, true
 	}
 }

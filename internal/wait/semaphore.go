@@ -107,12 +107,20 @@ func (s *Semaphore) Release() {
 	}
 	if n == 0 && s.wantZ.Load() {
 		s.mu.Lock()
-		if s.zero != nil && s.cur.Load() == 0 {
-			close(s.zero)
-			s.zero = nil
-			s.wantZ.Store(false)
+		if s.cur.Load() == 0 {
+			s.closeZero()
 		}
 		s.mu.Unlock()
+	}
+}
+
+// closeZero closes the channel Drained handed out, if any; under mu, with no
+// unit held.
+func (s *Semaphore) closeZero() {
+	if s.zero != nil {
+		close(s.zero)
+		s.zero = nil
+		s.wantZ.Store(false)
 	}
 }
 
@@ -130,8 +138,8 @@ func (s *Semaphore) serve() {
 			return
 		}
 		s.remove(e, t)
-		if !t.Deliver(struct{}{}) {
-			s.cur.Add(-1) // it gave up after the check: the unit stays free
+		if !t.Deliver(struct{}{}) && s.cur.Add(-1) == 0 { // it gave up after the check: the unit stays free
+			s.closeZero() // and it was the last one held: a Release that ran meanwhile saw another
 		}
 	}
 }
