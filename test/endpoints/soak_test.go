@@ -52,9 +52,10 @@ func openFDs(t *testing.T) int {
 }
 
 // Five addresses behind svc.test are replaced one at a time under 64 callers,
-// each old one shut down gracefully as it leaves the answer (its dials refused
-// from then, its idle connections closed, its requests in flight answered),
-// as a rolling restart of a headless service does. No request fails; at the
+// each old one leaving the answer, serving on for two lookups (a pod's preStop
+// delay), then shutting down gracefully (its dials refused from then, its idle
+// connections closed, its requests in flight answered), as a rolling restart
+// of a headless service does. No request fails; at the
 // end the client holds no connection to an address that left, and the
 // process's descriptors are back where they were.
 func TestRollingRestartUnderLoadFailsNothing(t *testing.T) {
