@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,12 @@ type RouteConfig struct {
 	// over the addresses it resolves to (endpoints.go); nil = every dial
 	// goes by name.
 	Endpoints *EndpointsConfig
+
+	// waitTimers lends the routes their long-wait timers (route_wait.go):
+	// one pool per client, since each timer sends through the client's actor
+	// system (and, under testing/synctest, belongs to its bubble). Set by
+	// NewSupervisor; nil = each route makes its own.
+	waitTimers *sync.Pool
 }
 
 // routePublished is what a route actor publishes for readers outside it,

@@ -26,17 +26,63 @@ const LongWaitEvery = time.Minute
 // long arms its timer when its queue fills and stops it when it empties, and
 // receives at most one message per LongWait.
 type longWait struct {
-	timer *time.Timer // made on first use; stopped when the route stops
-	// target is the route, for the timer's callback: cleared when the route
-	// stops, since the runtime may hold a stopped timer (and its callback)
-	// for a while, and a PID keeps its actor reachable.
-	target *atomic.Pointer[actor.PID]
+	// timer is the route's while callers wait, or a warning is owed, and
+	// goes back to the client's waitTimers when the queue empties (nil then).
+	timer  *waitTimer
 	armed  bool      // the timer will send longWaitChecked
 	warned time.Time // when the last warning went out (zero = never)
 	// late is the longest wait over LongWait that ended (served, given up)
 	// before the timer came to it: the timer fires a moment after the
 	// deadline, and the warning is owed all the same.
 	late time.Duration
+}
+
+// waitTimer is a long-wait timer, lent to one route at a time by the
+// client's waitTimers (RouteConfig): a route holds one only while its
+// callers wait, so a client holds about as many as it has routes with
+// callers waiting at once, however many routes it has had. A timer per route
+// for the route's life would cost a timer for each of 100,000 routes used
+// once (each queues its first caller while it dials), and the runtime keeps
+// the room its timer heap once needed, stopped timers included, until it
+// clears them.
+type waitTimer struct {
+	t *time.Timer
+	// target is the route the timer is lent to, for its callback: nil while
+	// it is not lent, and cleared when its route stops (a PID keeps its
+	// actor reachable).
+	target atomic.Pointer[actor.PID]
+}
+
+// lendTimer lends the route a long-wait timer for d from now: one of the
+// client's, or a new one.
+func (r *Route) lendTimer(ctx actor.Context, d time.Duration) *waitTimer {
+	if pool := r.cfg.waitTimers; pool != nil {
+		if wt, ok := pool.Get().(*waitTimer); ok {
+			wt.target.Store(r.self)
+			wt.t.Reset(d)
+			return wt
+		}
+	}
+	wt, sys := &waitTimer{}, ctx.ActorSystem()
+	wt.target.Store(r.self)
+	wt.t = time.AfterFunc(d, func() {
+		if pid := wt.target.Load(); pid != nil {
+			sys.Root.Send(pid, theLongWaitCheck)
+		}
+	})
+	return wt
+}
+
+// returnTimer gives the route's long-wait timer back to the client's pool.
+// The timer is stopped, and its callback is not on its way: Stop reported
+// true, or its longWaitChecked has arrived.
+func (r *Route) returnTimer() {
+	lw := &r.longWait
+	lw.timer.target.Store(nil)
+	if pool := r.cfg.waitTimers; pool != nil {
+		pool.Put(lw.timer)
+	}
+	lw.timer = nil
 }
 
 // longWaitChecked is sent by a route's long-wait timer to the route itself.
@@ -134,17 +180,10 @@ func (r *Route) armLongWaitAt(ctx actor.Context, at time.Time) {
 	d := at.Sub(r.clock())
 	lw.armed = true
 	if lw.timer != nil {
-		lw.timer.Reset(d)
+		lw.timer.t.Reset(d)
 		return
 	}
-	sys, target := ctx.ActorSystem(), &atomic.Pointer[actor.PID]{}
-	target.Store(r.self)
-	lw.target = target
-	lw.timer = time.AfterFunc(d, func() {
-		if pid := target.Load(); pid != nil {
-			sys.Root.Send(pid, theLongWaitCheck)
-		}
-	})
+	lw.timer = r.lendTimer(ctx, d)
 }
 
 // waitEnded notes a caller that leaves the queue (served, given up, refused)
@@ -161,8 +200,9 @@ func (r *Route) waitEnded(w waiter) {
 	if waited := now.Sub(w.at); waited >= LongWait && waited > lw.late && r.mayWarn(now) {
 		lw.late = waited
 	}
-	if lw.armed && lw.late == 0 && r.waiters.Len() == 0 && lw.timer.Stop() {
+	if lw.armed && lw.late == 0 && r.waiters.Len() == 0 && lw.timer.t.Stop() {
 		lw.armed = false // else it fired, and its longWaitChecked is on its way
+		r.returnTimer()
 	}
 }
 
@@ -193,6 +233,8 @@ func (r *Route) onLongWaitChecked(ctx actor.Context) {
 	}
 	if waiting {
 		r.armLongWaitAt(ctx, w.at.Add(LongWait))
+	} else if lw.timer != nil {
+		r.returnTimer() // it fired, and nobody waits
 	}
 }
 
@@ -233,11 +275,16 @@ func (r *Route) waitCause() waitCause {
 // stopLongWait stops the timer for good, when the route stops or reclaims
 // itself (it queues no caller after): its callback no longer reaches the route.
 func (r *Route) stopLongWait() {
-	if r.longWait.timer != nil {
-		r.longWait.timer.Stop()
-		r.longWait.target.Store(nil)
+	lw := &r.longWait
+	if lw.timer != nil {
+		if lw.timer.t.Stop() || !lw.armed {
+			r.returnTimer()
+		} else {
+			lw.timer.target.Store(nil) // it fired: its longWaitChecked finds nobody; the timer is dropped
+			lw.timer = nil
+		}
 	}
-	r.longWait.armed = false
+	lw.armed = false
 }
 
 // later returns the later of a and b.

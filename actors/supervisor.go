@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -142,6 +143,9 @@ type Supervisor struct {
 
 // NewSupervisor returns the supervisor's producer.
 func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
+	if cfg.Route != nil && cfg.Route.waitTimers == nil {
+		cfg.Route.waitTimers = &sync.Pool{}
+	}
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{},
 			hostHeld: map[string]int{}, fleet: newFleetState()}
@@ -407,7 +411,7 @@ func (s *Supervisor) onTerminated(ctx actor.Context, m *actor.Terminated) {
 		s.resolverStopped(ctx, m.Who)
 		return
 	}
-	s.removeRoute(e)
+	s.removeRoute(ctx, e)
 	s.unwatchEndpoints(ctx, e)
 	close(e.done)
 	if !s.closing && !e.reclaimed {
@@ -477,7 +481,7 @@ func (s *Supervisor) addRoute(e *routeEntry) {
 
 // removeRoute forgets a route actor that stopped: the last entry of list
 // takes its place.
-func (s *Supervisor) removeRoute(e *routeEntry) {
+func (s *Supervisor) removeRoute(ctx actor.Context, e *routeEntry) {
 	delete(s.byID, e.h.PID.Id)
 	if s.routes[e.h.Key] == e {
 		delete(s.routes, e.h.Key)
@@ -486,7 +490,7 @@ func (s *Supervisor) removeRoute(e *routeEntry) {
 	s.list[e.idx], last.idx = last, e.idx
 	s.list[len(s.list)-1] = nil
 	s.list = s.list[:len(s.list)-1]
-	s.compactRoutes()
+	s.compactRoutes(ctx)
 }
 
 // onExpiryTick sends ExpiryTicked to the routes with idle connections, with

@@ -257,7 +257,7 @@ func TestSupervisorRouteListFollowsStartsAndStops(t *testing.T) {
 	}
 	check("after 6 starts")
 	for _, i := range []int{2, 5, 0, 3} { // a middle one, the last, the first, ...
-		s.removeRoute(es[i])
+		s.removeRoute(nil, es[i])
 		check(fmt.Sprintf("after route %d stopped", i))
 	}
 	s.addRoute(es[2])

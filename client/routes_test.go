@@ -43,9 +43,10 @@ func manyRoutes(t *testing.T) int {
 // wave, what a process pays once was paid (footprint.Warm: the actor
 // registry's shards, the runtime's goroutine records); what the first wave
 // adds to that and keeps is what holding that many routes at once costs for
-// good (protoactor's index of the supervisor's children keeps the size of
-// its largest), which TestRoutesUsedOnceAreReclaimedAfterMaxIdleTime in
-// package actors bounds for 2,000 routes.
+// good: the room that protoactor's registry shards and the bubble's timer
+// heap keep for the most they held at once (RELIABILITY.md has the figures
+// of 100,000 routes); TestRoutesUsedOnceAreReclaimedAfterMaxIdleTime in
+// package actors bounds it for 2,000 routes.
 func TestRoutesUsedOnceAreReclaimed(t *testing.T) {
 	n := manyRoutes(t)
 	const callers, maxTotal = 64, 5000
