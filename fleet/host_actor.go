@@ -79,6 +79,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		if a.m != nil {
 			close(a.m.hostDone)
+			a.m.hostStopped()
 		}
 	case *actor.Restarting:
 	default:
