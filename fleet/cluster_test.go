@@ -30,7 +30,6 @@ import (
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
-	"github.com/connactor/connactor/fleet/etcdprovider"
 	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
@@ -40,24 +39,6 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// startEtcd starts etcd for the test, or skips (fails under CI=true) when
-// there is none, and returns a client.
-func startEtcd(t testing.TB) *clientv3.Client {
-	t.Helper()
-	bin := needEtcd(t)
-	e, err := fleettest.StartEtcd(bin, t.TempDir(), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Stop() })
-	cli, err := clientv3.New(etcdprovider.ClientConfig([]string{e.Endpoint()}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 // inProcess is a cluster of members in this process, each with its own

@@ -47,14 +47,32 @@ type etcdCoordinator struct {
 	lease  clientv3.LeaseID // 0 while no session
 	// nodes are the registered nodes: true once their key is in etcd
 	// under the current session.
-	nodes   map[protocol.NodeID]bool
-	leaving bool // the host's key says so
+	nodes map[protocol.NodeID]bool
+	// gone are nodes deregistered whose key may be in etcd still: their
+	// Deregister's delete failed, or a write of the nodes' keys (a new
+	// session, a registration tried again) read them before their
+	// Deregister and wrote them after its delete. Each is marked with a
+	// generation (gen counts them), so that a delete clears only the mark
+	// it saw: a write that puts a key back marks it again, after its put.
+	// Every write of nodes' keys, and the keepalive loop, deletes them. (A
+	// transaction could not make those writes conditional: etcd holds
+	// nothing of a node whose key was deleted, as of one whose key went
+	// with an expired session and must be written again; a condition
+	// would need a mark kept for every node that ever left.)
+	gone map[protocol.NodeID]uint64
+	gen  uint64
+	// leaving: Leave was called, and the host's key must say so; marked is
+	// the session under which it does (0: none yet). A session opened with
+	// a read of leaving from before Leave writes the key without the mark:
+	// it is written again (settle).
+	leaving bool
+	marked  clientv3.LeaseID
 }
 
 func newEtcdCoordinator(cli *clientv3.Client, prefix string, ttl time.Duration, logger *slog.Logger) *etcdCoordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &etcdCoordinator{cli: cli, prefix: prefix, ttl: ttl, logger: logger, ctx: ctx, cancel: cancel,
-		nodes: map[protocol.NodeID]bool{}}
+		nodes: map[protocol.NodeID]bool{}, gone: map[protocol.NodeID]uint64{}}
 }
 
 // callTimeout bounds each etcd call of the loops.
@@ -97,6 +115,7 @@ func (e *etcdCoordinator) keepalive() {
 			case err == nil:
 				e.events.Confirmed(int64(lease), sent.Add(time.Duration(resp.TTL)*time.Second))
 				e.registerPending(lease)
+				e.settle(lease)
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
 				e.logger.Warn("fleet: the member's session in etcd expired; registering again")
 				e.mu.Lock()
@@ -142,13 +161,75 @@ func (e *etcdCoordinator) openSession() error {
 	}
 	e.mu.Lock()
 	e.lease = g.ID
+	if leaving {
+		e.marked = g.ID
+	}
+	e.wrote(nodes)
+	e.mu.Unlock()
+	e.events.Confirmed(int64(g.ID), sent.Add(time.Duration(g.TTL)*time.Second))
+	e.settle(g.ID)
+	return nil
+}
+
+// wrote records that the keys of nodes were written under the current
+// session (e.mu held): a node deregistered since its key was read for the
+// write is marked gone, its key put back by the write.
+func (e *etcdCoordinator) wrote(nodes []protocol.NodeID) {
 	for _, n := range nodes {
 		if _, ok := e.nodes[n]; ok {
 			e.nodes[n] = true
+		} else {
+			e.markGone(n)
 		}
 	}
+}
+
+// markGone marks node as deregistered with its key maybe in etcd (e.mu
+// held).
+func (e *etcdCoordinator) markGone(n protocol.NodeID) {
+	e.gen++
+	e.gone[n] = e.gen
+}
+
+// settle mends what the writes of lease's session raced with: it deletes
+// the keys of the nodes marked gone, and says in the host's key that it
+// leaves if Leave was called and the key does not say so yet. What fails
+// is tried again at the next keepalive.
+func (e *etcdCoordinator) settle(lease clientv3.LeaseID) {
+	e.mu.Lock()
+	gone := make(map[protocol.NodeID]uint64, len(e.gone))
+	for n, g := range e.gone {
+		gone[n] = g
+	}
+	host, mark := e.host, e.leaving && e.marked != lease && e.lease == lease
 	e.mu.Unlock()
-	e.events.Confirmed(int64(g.ID), sent.Add(time.Duration(g.TTL)*time.Second))
+	ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+	defer cancel()
+	for n, g := range gone {
+		if _, err := e.cli.Delete(ctx, e.nodeKey(n)); err != nil {
+			return
+		}
+		e.mu.Lock()
+		if e.gone[n] == g {
+			delete(e.gone, n)
+		}
+		e.mu.Unlock()
+	}
+	if mark {
+		_ = e.markLeaving(ctx, host, lease)
+	}
+}
+
+// markLeaving writes the host's key, bound to lease, with the leaving mark.
+func (e *etcdCoordinator) markLeaving(ctx context.Context, host protocol.HostID, lease clientv3.LeaseID) error {
+	if _, err := e.cli.Put(ctx, e.hostKey(host), hostValue(lease, true), clientv3.WithLease(lease)); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.lease == lease {
+		e.marked = lease
+	}
+	e.mu.Unlock()
 	return nil
 }
 
@@ -237,6 +318,9 @@ func hostValue(lease clientv3.LeaseID, leaving bool) string {
 	return v
 }
 
+// Leave marks the host's key. A session being opened meanwhile, which read
+// leaving before, writes the key without the mark; it then marks it again
+// (settle), as the keepalive loop does when this write fails.
 func (e *etcdCoordinator) Leave(ctx context.Context) error {
 	e.mu.Lock()
 	e.leaving = true
@@ -245,8 +329,7 @@ func (e *etcdCoordinator) Leave(ctx context.Context) error {
 	if lease == 0 {
 		return nil // the session, when it opens, says so
 	}
-	_, err := e.cli.Put(ctx, e.hostKey(host), hostValue(lease, true), clientv3.WithLease(lease))
-	return err
+	return e.markLeaving(ctx, host, lease)
 }
 
 func (e *etcdCoordinator) pause(d time.Duration) {
@@ -270,6 +353,7 @@ func (e *etcdCoordinator) session() (protocol.HostID, clientv3.LeaseID, error) {
 func (e *etcdCoordinator) Register(ctx context.Context, node protocol.NodeID) error {
 	e.mu.Lock()
 	e.nodes[node] = false
+	delete(e.gone, node)
 	lease := e.lease
 	e.mu.Unlock()
 	if lease == 0 {
@@ -279,10 +363,9 @@ func (e *etcdCoordinator) Register(ctx context.Context, node protocol.NodeID) er
 		return err // the keepalive loop tries again
 	}
 	e.mu.Lock()
-	if _, ok := e.nodes[node]; ok {
-		e.nodes[node] = true
-	}
+	e.wrote([]protocol.NodeID{node})
 	e.mu.Unlock()
+	e.settle(lease)
 	return nil
 }
 
@@ -304,19 +387,28 @@ func (e *etcdCoordinator) registerPending(lease clientv3.LeaseID) {
 			return
 		}
 		e.mu.Lock()
-		if _, ok := e.nodes[n]; ok {
-			e.nodes[n] = true
-		}
+		e.wrote([]protocol.NodeID{n})
 		e.mu.Unlock()
 	}
 }
 
+// Deregister deletes the node's key; it stays marked gone (and is deleted
+// again) until a delete came after every write that may have put it back.
 func (e *etcdCoordinator) Deregister(ctx context.Context, node protocol.NodeID) error {
 	e.mu.Lock()
 	delete(e.nodes, node)
+	e.markGone(node)
+	g := e.gone[node]
 	e.mu.Unlock()
-	_, err := e.cli.Delete(ctx, e.nodeKey(node))
-	return err
+	if _, err := e.cli.Delete(ctx, e.nodeKey(node)); err != nil {
+		return err // the keepalive loop tries again
+	}
+	e.mu.Lock()
+	if e.gone[node] == g {
+		delete(e.gone, node)
+	}
+	e.mu.Unlock()
+	return nil
 }
 
 // owner is an owner key's value.
