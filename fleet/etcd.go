@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -424,15 +425,38 @@ func (o owner) value() string {
 	return string(b)
 }
 
-func readOwner(kvs []*mvccpb.KeyValue) (owner, int64, bool) {
+// readOwner reads an owner key, as a range answer holds it: its owner and
+// revision, and whether there is one. An owner the fleet cannot read is an
+// ErrCorruptKey.
+func readOwner(kvs []*mvccpb.KeyValue) (owner, int64, bool, error) {
 	if len(kvs) == 0 {
-		return owner{}, 0, false
+		return owner{}, 0, false, nil
 	}
 	var o owner
-	if json.Unmarshal(kvs[0].Value, &o) != nil {
-		return owner{}, kvs[0].ModRevision, false
+	if err := json.Unmarshal(kvs[0].Value, &o); err != nil || o.Host == "" || o.Epoch == 0 {
+		return owner{}, 0, false, corruptKey(kvs[0], err)
 	}
-	return o, kvs[0].ModRevision, true
+	return o, kvs[0].ModRevision, true, nil
+}
+
+// readEpoch reads an epoch key: the shard's last epoch and the key's
+// revision, 0 and 0 when there is none.
+func readEpoch(kvs []*mvccpb.KeyValue) (uint64, int64, error) {
+	if len(kvs) == 0 {
+		return 0, 0, nil
+	}
+	epoch, err := strconv.ParseUint(string(kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, 0, corruptKey(kvs[0], err)
+	}
+	return epoch, kvs[0].ModRevision, nil
+}
+
+func corruptKey(kv *mvccpb.KeyValue, err error) error {
+	if err == nil {
+		err = errors.New("no host or epoch")
+	}
+	return fmt.Errorf("%w: %s = %q (revision %d, lease %x): %w", ErrCorruptKey, kv.Key, kv.Value, kv.ModRevision, kv.Lease, err)
 }
 
 func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, error) {
@@ -445,11 +469,9 @@ func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, err
 		if err != nil {
 			return acquired{}, err
 		}
-		var epoch uint64
-		var rev int64
-		if len(er.Kvs) > 0 {
-			epoch, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
-			rev = er.Kvs[0].ModRevision
+		epoch, rev, err := readEpoch(er.Kvs)
+		if err != nil {
+			return acquired{}, err
 		}
 		next := owner{Host: host, Lease: int64(lease), Epoch: epoch + 1}
 		resp, err := e.cli.Txn(ctx).
@@ -464,8 +486,16 @@ func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, err
 		if resp.Succeeded {
 			return acquired{ok: true, epoch: next.Epoch, prev: epoch > 0, session: int64(lease)}, nil
 		}
-		o, _, ok := readOwner(resp.Responses[0].GetResponseRange().Kvs)
+		o, _, ok, err := readOwner(resp.Responses[0].GetResponseRange().Kvs)
 		switch {
+		case err != nil:
+			// Nobody knows who owns the shard, nor until when: the one
+			// that wrote the key (a member of another version, an
+			// operator) may be granting its budget. Overwriting the key
+			// could make two owners grant the same budget; the shard stays
+			// unowned here until the key is gone (with its lease, or
+			// deleted), and the host asks again later.
+			return acquired{}, err
 		case !ok:
 			continue // the epoch moved on under us: read it again
 		case o.Host == host && o.Lease == int64(lease):
@@ -496,7 +526,11 @@ func (e *etcdCoordinator) Transfer(ctx context.Context, shards []int, epochs []u
 		var puts []clientv3.Op
 		done := true
 		for i, s := range shards {
-			o, rev, ok := readOwner(cur.Responses[i].GetResponseRange().Kvs)
+			o, rev, ok, err := readOwner(cur.Responses[i].GetResponseRange().Kvs)
+			if err != nil {
+				e.logger.Warn("fleet: a shard's owner in etcd cannot be read; the host gives the shard up", slog.Any("error", err))
+				return transferred{lost: true}, nil
+			}
 			if ok && o.Host == to.ID && o.From == host && o.Epoch == epochs[i]+1 {
 				continue // an earlier try did it
 			}

@@ -218,3 +218,53 @@ func TestLeaveDuringASessionsOpeningIsNotLost(t *testing.T) {
 		t.Errorf("the host's key is %q (present %v) after Leave, want it marked as leaving", v, ok)
 	}
 }
+
+// An owner or epoch key the fleet cannot read (another program wrote it) is
+// a clear error for Acquire, after one transaction, not a loop; and the
+// shard is not taken over it.
+func TestAcquireFailsClearlyOnAnUnreadableKey(t *testing.T) {
+	u := newEtcdUnit(t)
+	if err := u.e.OpenSession(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		shard int
+		key   func(int) string
+		value string
+	}{
+		{"an owner that is not JSON", 7, u.e.OwnKey, "not json"},
+		{"an owner with no host", 8, u.e.OwnKey, `{"e":3}`},
+		{"an epoch that is not a number", 9, u.e.EpochKey, "x"},
+	} {
+		if _, err := u.plain.Put(u.ctx, tc.key(tc.shard), tc.value); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(u.ctx)
+		txns := 0
+		u.kv.set(func(op, _ string) error {
+			if op == "txn" {
+				if txns++; txns > 3 {
+					cancel() // looping
+				}
+			}
+			return nil
+		})
+		owned, err := u.e.AcquireShard(ctx, tc.shard)
+		cancel()
+		u.kv.set(nil)
+		if !errors.Is(err, fleet.ErrCorruptKey) || owned {
+			t.Errorf("%s: Acquire: owned %v, %v after %d transactions; want ErrCorruptKey", tc.name, owned, err, txns)
+		}
+		if v, _ := u.value(tc.key(tc.shard)); v != tc.value {
+			t.Errorf("%s: the key was overwritten with %q", tc.name, v)
+		}
+	}
+	// With the key gone, the shard is taken.
+	if _, err := u.plain.Delete(u.ctx, u.e.OwnKey(7)); err != nil {
+		t.Fatal(err)
+	}
+	if owned, err := u.e.AcquireShard(u.ctx, 7); err != nil || !owned {
+		t.Fatalf("Acquire after the key was deleted: owned %v, %v", owned, err)
+	}
+}

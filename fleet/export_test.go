@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -53,9 +54,17 @@ func (e *etcdCoordinator) RegisterPending() {
 	e.settle(lease)
 }
 
+// AcquireShard takes shard, and says whether the host owns it.
+func (e *etcdCoordinator) AcquireShard(ctx context.Context, shard int) (bool, error) {
+	res, err := e.Acquire(ctx, shard)
+	return res.ok, err
+}
+
 // Keys are the keys of the registry and the owners, as the tests read them.
 func (e *etcdCoordinator) HostKey(h protocol.HostID) string { return e.hostKey(h) }
 func (e *etcdCoordinator) NodeKey(n protocol.NodeID) string { return e.nodeKey(n) }
+func (e *etcdCoordinator) OwnKey(s int) string              { return e.ownKey(s) }
+func (e *etcdCoordinator) EpochKey(s int) string            { return e.epochKey(s) }
 
 // LeavingMark ends a host key's value when the host leaves.
 const LeavingMark = leavingMark

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -32,6 +33,9 @@ type hostActor struct {
 	// (retryPause): a host whose etcd keeps failing does not ask it in a
 	// loop.
 	retries []transferRetry
+	// corrupt are the shards whose acquisition found an unreadable key in
+	// etcd, warned about once until an acquisition reads it again.
+	corrupt map[int]bool
 }
 
 // transferRetry is a transfer to ask again from at; failed is how many
@@ -121,6 +125,7 @@ func (a *hostActor) onStarted(ctx actor.Context) {
 	}
 	cfg := protocol.HostConfig{ID: a.m.id, Lease: a.m.kind.Lease}
 	a.h = protocol.NewHost(cfg, hostSink{a})
+	a.corrupt = map[int]bool{}
 	a.stop = make(chan struct{})
 	a.m.ticker(a.self, theHostTick, a.stop)
 }
@@ -147,7 +152,17 @@ func (a *hostActor) onBytes(ctx actor.Context, b *wrapperspb.BytesValue) {
 
 func (a *hostActor) onAcquired(m *hostAcquireResult) {
 	now := time.Now()
+	if m.err == nil {
+		delete(a.corrupt, m.shard)
+	}
 	switch {
+	case errors.Is(m.err, ErrCorruptKey):
+		if !a.corrupt[m.shard] {
+			a.m.logger.Warn("fleet: a shard cannot be taken while its key in etcd is unreadable; delete the key to free it",
+				slog.Int("shard", m.shard), slog.Any("error", m.err))
+			a.corrupt[m.shard] = true
+		}
+		a.h.AcquireFailed(m.shard, "", now)
 	case m.err != nil:
 		a.m.logger.Debug("fleet: a shard could not be acquired", slog.Int("shard", m.shard), slog.Any("error", m.err))
 		a.h.AcquireFailed(m.shard, "", now)
