@@ -104,7 +104,10 @@ func (b *Budget) MaxConnsPerRoute() int { return b.opt.MaxConnsPerRoute }
 
 // StartKeeper starts a keeper for one client (see actors.FleetBudget). The
 // first keeper of a member makes it join the fleet: its budget host starts,
-// and its session in etcd opens in the background.
+// and its session in etcd opens in the background. It does not wait for the
+// cluster, except while the member's last keeper is stopping: it then waits
+// until the member has left (that keeper's Stop bounds how long) and starts
+// a new one.
 func (b *Budget) StartKeeper(cfg actors.FleetKeeperConfig) (actors.FleetKeeper, error) {
 	if cfg.Supervisor == nil {
 		return nil, fmt.Errorf("%w: no supervisor", ErrInvalidConfig)

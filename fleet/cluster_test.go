@@ -30,7 +30,6 @@ import (
 
 	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/fleet"
-	"github.com/connactor/connactor/fleet/etcdprovider"
 	"github.com/connactor/connactor/internal/testkit/fleettest"
 )
 
@@ -40,24 +39,6 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// startEtcd starts etcd for the test, or skips (fails under CI=true) when
-// there is none, and returns a client.
-func startEtcd(t testing.TB) *clientv3.Client {
-	t.Helper()
-	bin := needEtcd(t)
-	e, err := fleettest.StartEtcd(bin, t.TempDir(), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Stop() })
-	cli, err := clientv3.New(etcdprovider.ClientConfig([]string{e.Endpoint()}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 // inProcess is a cluster of members in this process, each with its own
@@ -318,10 +299,14 @@ func TestClusterOfThreeNeverExceedsTheBudgetUnderLoad(t *testing.T) {
 	a, b, c := f.members[0], f.members[1], f.members[2]
 	took := f.await("fair shares", 30*time.Second, f.holding(map[*inMember]int{a: 4, b: 4, c: 4}))
 	t.Logf("fair shares (4 each) held %v after the load started", took.Round(time.Millisecond))
+	// Holding the shares says nothing of responses: wait for each member's
+	// first before reading when it came.
 	for _, m := range f.members {
 		m.loadMu.Lock()
-		t.Logf("member %d: the new route's first response %v after its load started", m.i, m.load.FirstServed().Round(time.Microsecond))
+		l := m.load
 		m.loadMu.Unlock()
+		f.await(fmt.Sprintf("member %d's first response", m.i), 30*time.Second, func() bool { return l.Served() > 0 })
+		t.Logf("member %d: the new route's first response %v after its load started", m.i, l.FirstServed().Round(time.Microsecond))
 	}
 	// The shares come from the hosts' ledgers; each keeper counts the nodes
 	// of its own view of the registry, which can lag behind them.

@@ -51,6 +51,10 @@
 // sends the node to the owner. An owner grants only while it can confirm its
 // session, and its leases end before the session could have expired, so that
 // a host cut off from etcd stops granting before another can take its shards.
+// A key the fleet cannot read (another program or version wrote it) is
+// never overwritten: nobody knows who grants that shard's budget, so the
+// shard stays unowned, its routes without shares, until the key is gone
+// (ErrCorruptKey).
 //
 // A ledger keeps, per node, max(grant, has, held, onFloor): what it granted,
 // what the node says it enforces, holds, and uses as its floor. A node grows
@@ -108,7 +112,8 @@
 // supervisor, whose routes stop first (their sockets closed) and are reported
 // holding nothing, then the keeper, which gives the shares back at once and,
 // the last of its member, hands the member's shards to the others and ends
-// its session.
+// its session. A client that starts in the same actor system meanwhile
+// waits until that member has left, and its keeper starts a new one.
 //
 // # Messages
 //

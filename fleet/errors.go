@@ -17,6 +17,14 @@ var ErrStopped = errors.New("fleet: keeper stopped")
 // fails at its timeout.
 var ErrBadMessage = errors.New("fleet: malformed cluster message")
 
+// ErrCorruptKey is logged (wrapped, with the key, its value and revision)
+// when a key of the fleet in etcd does not hold what the fleet writes there
+// (another program or version wrote it): a shard whose owner or epoch
+// cannot be read is taken by nobody while the key stays, since whoever
+// wrote it may be granting the shard's budget. Delete the key, or let it
+// go with its lease, to give the shard back to the fleet.
+var ErrCorruptKey = errors.New("fleet: unreadable key in etcd")
+
 // ErrCallTimeout is given (wrapped) to the keeper's OnRenewal when a budget
 // host did not answer a renewal in time. The leases the node holds stay
 // valid until they expire. It is a net.Error whose Timeout() is true.

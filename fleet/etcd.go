@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -47,14 +48,32 @@ type etcdCoordinator struct {
 	lease  clientv3.LeaseID // 0 while no session
 	// nodes are the registered nodes: true once their key is in etcd
 	// under the current session.
-	nodes   map[protocol.NodeID]bool
-	leaving bool // the host's key says so
+	nodes map[protocol.NodeID]bool
+	// gone are nodes deregistered whose key may be in etcd still: their
+	// Deregister's delete failed, or a write of the nodes' keys (a new
+	// session, a registration tried again) read them before their
+	// Deregister and wrote them after its delete. Each is marked with a
+	// generation (gen counts them), so that a delete clears only the mark
+	// it saw: a write that puts a key back marks it again, after its put.
+	// Every write of nodes' keys, and the keepalive loop, deletes them. (A
+	// transaction could not make those writes conditional: etcd holds
+	// nothing of a node whose key was deleted, as of one whose key went
+	// with an expired session and must be written again; a condition
+	// would need a mark kept for every node that ever left.)
+	gone map[protocol.NodeID]uint64
+	gen  uint64
+	// leaving: Leave was called, and the host's key must say so; marked is
+	// the session under which it does (0: none yet). A session opened with
+	// a read of leaving from before Leave writes the key without the mark:
+	// it is written again (settle).
+	leaving bool
+	marked  clientv3.LeaseID
 }
 
 func newEtcdCoordinator(cli *clientv3.Client, prefix string, ttl time.Duration, logger *slog.Logger) *etcdCoordinator {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &etcdCoordinator{cli: cli, prefix: prefix, ttl: ttl, logger: logger, ctx: ctx, cancel: cancel,
-		nodes: map[protocol.NodeID]bool{}}
+		nodes: map[protocol.NodeID]bool{}, gone: map[protocol.NodeID]uint64{}}
 }
 
 // callTimeout bounds each etcd call of the loops.
@@ -97,6 +116,7 @@ func (e *etcdCoordinator) keepalive() {
 			case err == nil:
 				e.events.Confirmed(int64(lease), sent.Add(time.Duration(resp.TTL)*time.Second))
 				e.registerPending(lease)
+				e.settle(lease)
 			case errors.Is(err, rpctypes.ErrLeaseNotFound):
 				e.logger.Warn("fleet: the member's session in etcd expired; registering again")
 				e.mu.Lock()
@@ -142,13 +162,75 @@ func (e *etcdCoordinator) openSession() error {
 	}
 	e.mu.Lock()
 	e.lease = g.ID
+	if leaving {
+		e.marked = g.ID
+	}
+	e.wrote(nodes)
+	e.mu.Unlock()
+	e.events.Confirmed(int64(g.ID), sent.Add(time.Duration(g.TTL)*time.Second))
+	e.settle(g.ID)
+	return nil
+}
+
+// wrote records that the keys of nodes were written under the current
+// session (e.mu held): a node deregistered since its key was read for the
+// write is marked gone, its key put back by the write.
+func (e *etcdCoordinator) wrote(nodes []protocol.NodeID) {
 	for _, n := range nodes {
 		if _, ok := e.nodes[n]; ok {
 			e.nodes[n] = true
+		} else {
+			e.markGone(n)
 		}
 	}
+}
+
+// markGone marks node as deregistered with its key maybe in etcd (e.mu
+// held).
+func (e *etcdCoordinator) markGone(n protocol.NodeID) {
+	e.gen++
+	e.gone[n] = e.gen
+}
+
+// settle mends what the writes of lease's session raced with: it deletes
+// the keys of the nodes marked gone, and says in the host's key that it
+// leaves if Leave was called and the key does not say so yet. What fails
+// is tried again at the next keepalive.
+func (e *etcdCoordinator) settle(lease clientv3.LeaseID) {
+	e.mu.Lock()
+	gone := make(map[protocol.NodeID]uint64, len(e.gone))
+	for n, g := range e.gone {
+		gone[n] = g
+	}
+	host, mark := e.host, e.leaving && e.marked != lease && e.lease == lease
 	e.mu.Unlock()
-	e.events.Confirmed(int64(g.ID), sent.Add(time.Duration(g.TTL)*time.Second))
+	ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+	defer cancel()
+	for n, g := range gone {
+		if _, err := e.cli.Delete(ctx, e.nodeKey(n)); err != nil {
+			return
+		}
+		e.mu.Lock()
+		if e.gone[n] == g {
+			delete(e.gone, n)
+		}
+		e.mu.Unlock()
+	}
+	if mark {
+		_ = e.markLeaving(ctx, host, lease)
+	}
+}
+
+// markLeaving writes the host's key, bound to lease, with the leaving mark.
+func (e *etcdCoordinator) markLeaving(ctx context.Context, host protocol.HostID, lease clientv3.LeaseID) error {
+	if _, err := e.cli.Put(ctx, e.hostKey(host), hostValue(lease, true), clientv3.WithLease(lease)); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.lease == lease {
+		e.marked = lease
+	}
+	e.mu.Unlock()
 	return nil
 }
 
@@ -237,6 +319,9 @@ func hostValue(lease clientv3.LeaseID, leaving bool) string {
 	return v
 }
 
+// Leave marks the host's key. A session being opened meanwhile, which read
+// leaving before, writes the key without the mark; it then marks it again
+// (settle), as the keepalive loop does when this write fails.
 func (e *etcdCoordinator) Leave(ctx context.Context) error {
 	e.mu.Lock()
 	e.leaving = true
@@ -245,8 +330,7 @@ func (e *etcdCoordinator) Leave(ctx context.Context) error {
 	if lease == 0 {
 		return nil // the session, when it opens, says so
 	}
-	_, err := e.cli.Put(ctx, e.hostKey(host), hostValue(lease, true), clientv3.WithLease(lease))
-	return err
+	return e.markLeaving(ctx, host, lease)
 }
 
 func (e *etcdCoordinator) pause(d time.Duration) {
@@ -270,6 +354,7 @@ func (e *etcdCoordinator) session() (protocol.HostID, clientv3.LeaseID, error) {
 func (e *etcdCoordinator) Register(ctx context.Context, node protocol.NodeID) error {
 	e.mu.Lock()
 	e.nodes[node] = false
+	delete(e.gone, node)
 	lease := e.lease
 	e.mu.Unlock()
 	if lease == 0 {
@@ -279,10 +364,9 @@ func (e *etcdCoordinator) Register(ctx context.Context, node protocol.NodeID) er
 		return err // the keepalive loop tries again
 	}
 	e.mu.Lock()
-	if _, ok := e.nodes[node]; ok {
-		e.nodes[node] = true
-	}
+	e.wrote([]protocol.NodeID{node})
 	e.mu.Unlock()
+	e.settle(lease)
 	return nil
 }
 
@@ -304,19 +388,28 @@ func (e *etcdCoordinator) registerPending(lease clientv3.LeaseID) {
 			return
 		}
 		e.mu.Lock()
-		if _, ok := e.nodes[n]; ok {
-			e.nodes[n] = true
-		}
+		e.wrote([]protocol.NodeID{n})
 		e.mu.Unlock()
 	}
 }
 
+// Deregister deletes the node's key; it stays marked gone (and is deleted
+// again) until a delete came after every write that may have put it back.
 func (e *etcdCoordinator) Deregister(ctx context.Context, node protocol.NodeID) error {
 	e.mu.Lock()
 	delete(e.nodes, node)
+	e.markGone(node)
+	g := e.gone[node]
 	e.mu.Unlock()
-	_, err := e.cli.Delete(ctx, e.nodeKey(node))
-	return err
+	if _, err := e.cli.Delete(ctx, e.nodeKey(node)); err != nil {
+		return err // the keepalive loop tries again
+	}
+	e.mu.Lock()
+	if e.gone[node] == g {
+		delete(e.gone, node)
+	}
+	e.mu.Unlock()
+	return nil
 }
 
 // owner is an owner key's value.
@@ -332,15 +425,38 @@ func (o owner) value() string {
 	return string(b)
 }
 
-func readOwner(kvs []*mvccpb.KeyValue) (owner, int64, bool) {
+// readOwner reads an owner key, as a range answer holds it: its owner and
+// revision, and whether there is one. An owner the fleet cannot read is an
+// ErrCorruptKey.
+func readOwner(kvs []*mvccpb.KeyValue) (owner, int64, bool, error) {
 	if len(kvs) == 0 {
-		return owner{}, 0, false
+		return owner{}, 0, false, nil
 	}
 	var o owner
-	if json.Unmarshal(kvs[0].Value, &o) != nil {
-		return owner{}, kvs[0].ModRevision, false
+	if err := json.Unmarshal(kvs[0].Value, &o); err != nil || o.Host == "" || o.Epoch == 0 {
+		return owner{}, 0, false, corruptKey(kvs[0], err)
 	}
-	return o, kvs[0].ModRevision, true
+	return o, kvs[0].ModRevision, true, nil
+}
+
+// readEpoch reads an epoch key: the shard's last epoch and the key's
+// revision, 0 and 0 when there is none.
+func readEpoch(kvs []*mvccpb.KeyValue) (uint64, int64, error) {
+	if len(kvs) == 0 {
+		return 0, 0, nil
+	}
+	epoch, err := strconv.ParseUint(string(kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, 0, corruptKey(kvs[0], err)
+	}
+	return epoch, kvs[0].ModRevision, nil
+}
+
+func corruptKey(kv *mvccpb.KeyValue, err error) error {
+	if err == nil {
+		err = errors.New("no host or epoch")
+	}
+	return fmt.Errorf("%w: %s = %q (revision %d, lease %x): %w", ErrCorruptKey, kv.Key, kv.Value, kv.ModRevision, kv.Lease, err)
 }
 
 func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, error) {
@@ -353,11 +469,9 @@ func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, err
 		if err != nil {
 			return acquired{}, err
 		}
-		var epoch uint64
-		var rev int64
-		if len(er.Kvs) > 0 {
-			epoch, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
-			rev = er.Kvs[0].ModRevision
+		epoch, rev, err := readEpoch(er.Kvs)
+		if err != nil {
+			return acquired{}, err
 		}
 		next := owner{Host: host, Lease: int64(lease), Epoch: epoch + 1}
 		resp, err := e.cli.Txn(ctx).
@@ -372,8 +486,16 @@ func (e *etcdCoordinator) Acquire(ctx context.Context, shard int) (acquired, err
 		if resp.Succeeded {
 			return acquired{ok: true, epoch: next.Epoch, prev: epoch > 0, session: int64(lease)}, nil
 		}
-		o, _, ok := readOwner(resp.Responses[0].GetResponseRange().Kvs)
+		o, _, ok, err := readOwner(resp.Responses[0].GetResponseRange().Kvs)
 		switch {
+		case err != nil:
+			// Nobody knows who owns the shard, nor until when: the one
+			// that wrote the key (a member of another version, an
+			// operator) may be granting its budget. Overwriting the key
+			// could make two owners grant the same budget; the shard stays
+			// unowned here until the key is gone (with its lease, or
+			// deleted), and the host asks again later.
+			return acquired{}, err
 		case !ok:
 			continue // the epoch moved on under us: read it again
 		case o.Host == host && o.Lease == int64(lease):
@@ -404,7 +526,11 @@ func (e *etcdCoordinator) Transfer(ctx context.Context, shards []int, epochs []u
 		var puts []clientv3.Op
 		done := true
 		for i, s := range shards {
-			o, rev, ok := readOwner(cur.Responses[i].GetResponseRange().Kvs)
+			o, rev, ok, err := readOwner(cur.Responses[i].GetResponseRange().Kvs)
+			if err != nil {
+				e.logger.Warn("fleet: a shard's owner in etcd cannot be read; the host gives the shard up", slog.Any("error", err))
+				return transferred{lost: true}, nil
+			}
 			if ok && o.Host == to.ID && o.From == host && o.Epoch == epochs[i]+1 {
 				continue // an earlier try did it
 			}

@@ -213,3 +213,12 @@ func (s *supervisorLog) awaitShare(t *testing.T, route string, want int) int {
 		}
 	}
 }
+
+// outliveDeadLetterThrottle lets a synctest bubble's clock run past
+// protoactor's dead-letter throttle: the first dead letter starts a
+// goroutine that waits for the throttle's interval (a second), and a bubble
+// must end with none left, and the clock stands still once the test's
+// function has returned.
+func outliveDeadLetterThrottle() {
+	time.Sleep(actor.NewConfig().DeadLetterThrottleInterval + time.Second)
+}

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,6 +28,24 @@ type hostActor struct {
 	// leaving: a graceful stop hands the shards over; done is closed when
 	// none is left.
 	leaving chan struct{}
+	// retries are transfers whose outcome was unknown (etcd did not
+	// answer, or failed), to be asked again from their time on, on a tick
+	// (retryPause): a host whose etcd keeps failing does not ask it in a
+	// loop.
+	retries []transferRetry
+	// corrupt are the shards whose acquisition found an unreadable key in
+	// etcd, warned about once until an acquisition reads it again.
+	corrupt map[int]bool
+}
+
+// transferRetry is a transfer to ask again from at; failed is how many
+// tries have failed so far.
+type transferRetry struct {
+	shards []int
+	epochs []uint64
+	to     protocol.HostInfo
+	failed int
+	at     time.Time
 }
 
 // Messages to the host actor. No reply, but hostLeaveRequest, answered by
@@ -42,6 +62,7 @@ type (
 		shards []int
 		epochs []uint64
 		to     protocol.HostInfo
+		failed int // tries that failed before this one
 		res    transferred
 		err    error
 	}
@@ -56,7 +77,9 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *wrapperspb.BytesValue:
 		a.onBytes(ctx, m)
 	case *hostTick:
-		a.h.Tick(time.Now())
+		now := time.Now()
+		a.retryTransfers(now)
+		a.h.Tick(now)
 		a.checkLeft()
 	case *registryChanged:
 		a.h.SetRegistry(m.reg, time.Now())
@@ -79,6 +102,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		if a.m != nil {
 			close(a.m.hostDone)
+			a.m.hostStopped()
 		}
 	case *actor.Restarting:
 	default:
@@ -101,6 +125,7 @@ func (a *hostActor) onStarted(ctx actor.Context) {
 	}
 	cfg := protocol.HostConfig{ID: a.m.id, Lease: a.m.kind.Lease}
 	a.h = protocol.NewHost(cfg, hostSink{a})
+	a.corrupt = map[int]bool{}
 	a.stop = make(chan struct{})
 	a.m.ticker(a.self, theHostTick, a.stop)
 }
@@ -127,7 +152,17 @@ func (a *hostActor) onBytes(ctx actor.Context, b *wrapperspb.BytesValue) {
 
 func (a *hostActor) onAcquired(m *hostAcquireResult) {
 	now := time.Now()
+	if m.err == nil {
+		delete(a.corrupt, m.shard)
+	}
 	switch {
+	case errors.Is(m.err, ErrCorruptKey):
+		if !a.corrupt[m.shard] {
+			a.m.logger.Warn("fleet: a shard cannot be taken while its key in etcd is unreadable; delete the key to free it",
+				slog.Int("shard", m.shard), slog.Any("error", m.err))
+			a.corrupt[m.shard] = true
+		}
+		a.h.AcquireFailed(m.shard, "", now)
 	case m.err != nil:
 		a.m.logger.Debug("fleet: a shard could not be acquired", slog.Int("shard", m.shard), slog.Any("error", m.err))
 		a.h.AcquireFailed(m.shard, "", now)
@@ -149,10 +184,14 @@ func (a *hostActor) onTransferred(m *hostTransferResult) {
 	now := time.Now()
 	switch {
 	case m.err != nil:
-		// The outcome is unknown (etcd did not answer in time): the shards
-		// stay moving, granting nothing, until a new attempt knows.
-		a.m.logger.Debug("fleet: a transfer's outcome is unknown; asking again", slog.Any("error", m.err))
-		a.transfer(m.shards, m.epochs, m.to)
+		// The outcome is unknown (etcd did not answer in time, or failed):
+		// the shards stay moving, granting nothing, until a new try knows.
+		failed := m.failed + 1
+		pause := retryPause(failed, rand.Float64())
+		a.m.logger.Debug("fleet: a transfer's outcome is unknown; asking again", slog.Any("error", m.err),
+			slog.Int("failed", failed), slog.Duration("after", pause))
+		a.retries = append(a.retries, transferRetry{shards: m.shards, epochs: m.epochs, to: m.to, failed: failed,
+			at: now.Add(pause)})
 	case m.res.ok:
 		a.h.Transferred(m.shards, m.res.epochs, m.to, now)
 	default:
@@ -175,11 +214,48 @@ func (a *hostActor) checkLeft() {
 	}
 }
 
-func (a *hostActor) transfer(shards []int, epochs []uint64, to protocol.HostInfo) {
+func (a *hostActor) transfer(shards []int, epochs []uint64, to protocol.HostInfo, failed int) {
 	a.call(func(ctx context.Context, c coordinator) any {
 		res, err := c.Transfer(ctx, shards, epochs, to)
-		return &hostTransferResult{shards: shards, epochs: epochs, to: to, res: res, err: err}
+		return &hostTransferResult{shards: shards, epochs: epochs, to: to, failed: failed, res: res, err: err}
 	})
+}
+
+// retryTransfers asks again about the transfers whose time has come.
+func (a *hostActor) retryTransfers(now time.Time) {
+	keep := a.retries[:0]
+	for _, r := range a.retries {
+		if now.Before(r.at) {
+			keep = append(keep, r)
+			continue
+		}
+		a.transfer(r.shards, r.epochs, r.to, r.failed)
+	}
+	clear(a.retries[len(keep):])
+	a.retries = keep
+}
+
+// The pause before a transfer is asked again: retryPauseMin after the first
+// failure, doubling with each one up to retryPauseMax. Each call is bounded
+// by callTimeout already, but an etcd can fail at once (no leader, a
+// connection refused, a transaction it refuses): it is then asked again
+// within a tenth of a second at first, then ever less often, at most every
+// two seconds, less than a lease, so that a transfer still ends soon after
+// etcd answers again.
+const (
+	retryPauseMin = 100 * time.Millisecond
+	retryPauseMax = 2 * time.Second
+)
+
+// retryPause is the pause after failed tries (at least 1), less up to half
+// of it by r (in [0, 1)): hosts that failed at the same moment do not ask
+// again at the same moment.
+func retryPause(failed int, r float64) time.Duration {
+	d := retryPauseMax
+	if shift := failed - 1; shift < 8 {
+		d = min(retryPauseMin<<shift, retryPauseMax)
+	}
+	return d - time.Duration(r*float64(d/2))
 }
 
 // call runs a coordinator call on a goroutine of the member, bounded by
@@ -214,7 +290,7 @@ func (s hostSink) Acquire(shard int) {
 }
 
 func (s hostSink) Transfer(shards []int, epochs []uint64, to protocol.HostInfo) {
-	s.a.transfer(shards, epochs, to)
+	s.a.transfer(shards, epochs, to, 0)
 }
 
 func (s hostSink) SendHandoff(to protocol.HostID, h protocol.Handoff) {

@@ -45,13 +45,27 @@ type member struct {
 	// keepers then skips the graceful steps.
 	crashed atomic.Bool
 
+	// refs counts the keepers holding the member; guarded by members'
+	// lock, so that the last keeper's leave and a new keeper's join are
+	// ordered. A member with refs 0 is leaving: it stays in members until
+	// it has gone, and nobody joins it.
+	refs int
+	// left is closed once the member has gone: its last keeper's leave
+	// returned and its host stopped (its name is free again). Then it is
+	// out of members, and a keeper that waited for it starts a new member.
+	left chan struct{}
+	// leaveReturned: leave has done all it waits for; the member has gone
+	// once the host has stopped too (whichever comes last calls gone).
+	leaveReturned atomic.Bool
+	goneOnce      sync.Once
+
 	mu      sync.Mutex
 	keepers map[*actor.PID]bool
 	reg     *protocol.Registry // the latest, for keepers that start later
-	refs    int
 }
 
-// members holds each actor system's member while it has keepers.
+// members holds each actor system's member from its first keeper's join
+// until it has gone.
 var members = struct {
 	sync.Mutex
 	m map[*actor.ActorSystem]*member
@@ -65,19 +79,35 @@ func lookupMember(sys *actor.ActorSystem) *member {
 }
 
 // joinMember returns c's member, starting it for the first keeper: it spawns
-// the host actor and opens the session (in the background).
+// the host actor and opens the session (in the background). While the
+// member's last keeper is leaving, it waits until the member has gone (that
+// keeper's Stop bounds how long), then starts a new one: the leaving member
+// hands its shards over and ends its session whatever joins meanwhile, and
+// its host holds the host actor's name until it stops.
 func joinMember(c *cluster.Cluster, newCoord func() coordinator, logger *slog.Logger) *member {
-	members.Lock()
-	defer members.Unlock()
-	if m := members.m[c.ActorSystem]; m != nil {
-		m.mu.Lock()
-		m.refs++
-		m.mu.Unlock()
-		return m
+	for {
+		members.Lock()
+		m := members.m[c.ActorSystem]
+		switch {
+		case m == nil:
+			m = startMember(c, newCoord(), logger)
+			members.Unlock()
+			return m
+		case m.refs > 0:
+			m.refs++
+			members.Unlock()
+			return m
+		}
+		members.Unlock()
+		<-m.left
 	}
+}
+
+// startMember makes c's member and registers it (members' lock held).
+func startMember(c *cluster.Cluster, coord coordinator, logger *slog.Logger) *member {
 	kind, _ := kindConfig(c)
-	m := &member{sys: c.ActorSystem, id: protocol.HostID(c.ActorSystem.Address()), kind: kind, coord: newCoord(),
-		logger: logger, hostDone: make(chan struct{}), keepers: map[*actor.PID]bool{}, refs: 1}
+	m := &member{sys: c.ActorSystem, id: protocol.HostID(c.ActorSystem.Address()), kind: kind, coord: coord,
+		logger: logger, hostDone: make(chan struct{}), left: make(chan struct{}), keepers: map[*actor.PID]bool{}, refs: 1}
 	members.m[c.ActorSystem] = m
 	pid, err := c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hostActor{} }), hostName)
 	if err != nil {
@@ -90,20 +120,17 @@ func joinMember(c *cluster.Cluster, newCoord func() coordinator, logger *slog.Lo
 
 // leave releases a keeper's hold on the member; the last one makes it leave
 // the fleet: the host hands its shards to the others (waiting at most until
-// ctx ends), the session ends, the host stops.
+// ctx ends), the session ends, the host stops. The member stays registered,
+// with no keeper to join it, until it has gone.
 func (m *member) leave(ctx context.Context) {
-	m.mu.Lock()
+	members.Lock()
 	m.refs--
 	last := m.refs == 0
-	m.mu.Unlock()
+	members.Unlock()
 	if !last {
 		return
 	}
-	members.Lock()
-	if members.m[m.sys] == m {
-		delete(members.m, m.sys) // a keeper started from now on makes a new member
-	}
-	members.Unlock()
+	defer m.leaveDone()
 	if m.crashed.Load() {
 		m.sys.Root.Stop(m.host)
 		<-m.hostDone
@@ -131,6 +158,37 @@ func (m *member) leave(ctx context.Context) {
 		m.logger.Warn("fleet: the member's session in etcd did not end; it expires with its TTL", slog.Any("error", err))
 	}
 	m.calls.Wait()
+}
+
+// leaveDone records that leave has returned; the member has gone if its host
+// has stopped too (else the host's Stopped calls hostStopped, which ends it).
+func (m *member) leaveDone() {
+	m.leaveReturned.Store(true)
+	select {
+	case <-m.hostDone:
+		m.gone()
+	default:
+	}
+}
+
+// hostStopped is called by the host actor once it has stopped (hostDone
+// closed): the member has gone if its leave has returned.
+func (m *member) hostStopped() {
+	if m.leaveReturned.Load() {
+		m.gone()
+	}
+}
+
+// gone takes the member out of members and closes left, once.
+func (m *member) gone() {
+	m.goneOnce.Do(func() {
+		members.Lock()
+		if members.m[m.sys] == m {
+			delete(members.m, m.sys) // a keeper started from now on makes a new member
+		}
+		members.Unlock()
+		close(m.left)
+	})
 }
 
 func (m *member) addKeeper(pid *actor.PID) *protocol.Registry {

@@ -25,12 +25,18 @@ type Load struct {
 
 	served, failed atomic.Int64
 	started        time.Time
-	first          atomic.Int64 // nanoseconds from started to the first response read (0: none yet)
+	// first is the earliest time, in nanoseconds from started (at least
+	// 1), at which a caller read a response to its end; 0 before any. A
+	// caller lowers it to its own time, if earlier, at once after the read
+	// and before it counts the response in served.
+	first atomic.Int64
 }
 
 // StartLoad starts n callers of url on c.
-func StartLoad(c *client.Client, url string, n int) *Load {
-	l := &Load{hc: &http.Client{Transport: c}, url: url, started: time.Now()}
+func StartLoad(c *client.Client, url string, n int) *Load { return startLoad(c, url, n) }
+
+func startLoad(rt http.RoundTripper, url string, n int) *Load {
+	l := &Load{hc: &http.Client{Transport: rt}, url: url, started: time.Now()}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	for range n {
 		l.callers.Go(l.caller)
@@ -41,9 +47,13 @@ func StartLoad(c *client.Client, url string, n int) *Load {
 // Served is the number of responses read to their end so far.
 func (l *Load) Served() int { return int(l.served.Load()) }
 
-// FirstServed is how long after StartLoad the first response was read to its
-// end (0 before it): for a route new to the fleet, how long its first
-// connection took, the wait for its first share included.
+// FirstServed is how long after StartLoad the earliest response was read to
+// its end, whichever caller read it: for a route new to the fleet, how long
+// its first connection took, the wait for its first share included. It is 0
+// until Served is above 0 and set from then on. Each caller records its time
+// as soon as it has read a response to its end, so a response read earlier
+// than the one counted first can lower it only in that moment before it is
+// counted; once the load has stopped it is final.
 func (l *Load) FirstServed() time.Duration { return time.Duration(l.first.Load()) }
 
 // Failed is the number of requests that failed (not counting those Stop
@@ -81,17 +91,24 @@ func (l *Load) get() error {
 	if err != nil {
 		return err
 	}
+	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	read := max(time.Since(l.started), 1)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return errors.New("fleettest: " + resp.Status)
 	}
-	if l.served.Add(1) == 1 {
-		l.first.Store(int64(time.Since(l.started)))
+	// Counted when read, before the body's Close (which can take its time:
+	// a client's release of the connection), and first recorded, then
+	// counted, so that FirstServed is set whenever Served is above 0.
+	for cur := l.first.Load(); cur == 0 || int64(read) < cur; cur = l.first.Load() {
+		if l.first.CompareAndSwap(cur, int64(read)) {
+			break
+		}
 	}
+	l.served.Add(1)
 	return nil
 }
 

@@ -1,0 +1,102 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/connactor/connactor/actors"
+)
+
+// leaveGate is a coordinator whose Leave waits until release is closed,
+// after closing entered: a member's leave held at its first step.
+type leaveGate struct {
+	coordinator
+	entered, release chan struct{}
+}
+
+func (g *leaveGate) Leave(ctx context.Context) error {
+	close(g.entered)
+	<-g.release
+	return g.coordinator.Leave(ctx)
+}
+
+// A keeper that starts while the member's last keeper is leaving does not
+// join the member that leaves (whose host hands its shards over and stops,
+// and whose session ends): it waits until that member has gone, then starts
+// a new one, whose host gets the name and grants.
+func TestAKeeperStartedWhileItsMemberLeavesJoinsANewMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := unstartedCluster(t, NewKind(KindConfig{}))
+		sys := c.ActorSystem
+		mc := newMemCoord()
+		gate := &leaveGate{entered: make(chan struct{}), release: make(chan struct{})}
+		coords := 0
+		newCoord := func() coordinator {
+			coords++
+			if coords == 1 {
+				gate.coordinator = mc.member()
+				return gate
+			}
+			return mc.member()
+		}
+		b := &Budget{c: c, opt: Options{MaxConnsPerRoute: 12, coord: newCoord}}
+		sup := newSupervisorLog(sys)
+		cfg := actors.FleetKeeperConfig{Supervisor: sup.pid, Logger: quiet}
+		k1, err := b.StartKeeper(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := lookupMember(sys)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- k1.Stop(ctx) }() // the test waits for stopped
+		<-gate.entered
+		started := make(chan actors.FleetKeeper, 1)
+		go func() { // the test waits for started
+			k2, err := b.StartKeeper(cfg)
+			if err != nil {
+				t.Error(err)
+			}
+			started <- k2
+		}()
+		synctest.Wait()
+		select {
+		case <-started:
+			t.Fatal("a keeper joined while its member's last keeper was leaving")
+		default:
+		}
+		close(gate.release)
+		if err := <-stopped; err != nil {
+			t.Fatal(err)
+		}
+		k2 := <-started
+		if k2 == nil {
+			t.FailNow()
+		}
+		m := lookupMember(sys)
+		switch {
+		case m == nil || m == old:
+			t.Fatalf("the new keeper's member is %p, the one that left %p", m, old)
+		case coords != 2:
+			t.Fatalf("%d coordinators made, want 2 (one session per member)", coords)
+		}
+		select {
+		case <-old.left:
+		default:
+			t.Fatal("the old member has not gone after its last keeper stopped")
+		}
+		const route = "http://10.0.0.3:8080"
+		sys.Root.Send(k2.PID(), &actors.UsageReported{Route: route, Waiting: 2})
+		sup.awaitShare(t, route, 2)
+		if err := k2.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if lookupMember(sys) != nil {
+			t.Fatal("the new member stayed after its keeper stopped")
+		}
+	})
+}
