@@ -25,9 +25,12 @@ type FleetBudget interface {
 	// all the nodes together may hold.
 	MaxConnsPerRoute() int
 	// StartKeeper starts this node's keeper, which holds the node's shares
-	// and tells cfg.Supervisor each change (ShareChanged). It does not block
-	// on the cluster. One budget may start several keepers (one per client);
-	// each is stopped with its own Stop.
+	// and tells cfg.Supervisor each change (ShareChanged). It does not wait
+	// for the cluster, with one exception: while the node's last keeper is
+	// being stopped, a new one waits until that Stop has returned (bounded by
+	// its context), so that the node leaves the fleet before it joins again.
+	// One budget may start several keepers (one per client); each is stopped
+	// with its own Stop.
 	StartKeeper(cfg FleetKeeperConfig) (FleetKeeper, error)
 }
 
