@@ -389,6 +389,41 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 	})
 }
 
+// BenchmarkRequestTelemetryParallel is BenchmarkRequestTelemetry from every
+// core at once, all to one destination: what the writes a request shares with
+// the others (the active requests' count, the duration histogram's point, the
+// span processor) cost when they contend. "metrics" has the meter SDK and no
+// tracer, so the span does not hide the metrics' cost.
+func BenchmarkRequestTelemetryParallel(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/items", nil)
+	resp := &http.Response{StatusCode: 200}
+	run := func(b *testing.B, tel *Telemetry) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				_, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
+				r.LeaseGranted(LeaseInfo{Reused: true, IdleTime: time.Millisecond})
+				r.Responded(resp)
+				r.ExchangeDone()
+			}
+		})
+	}
+	b.Run("noop", func(b *testing.B) { run(b, noopTelemetry()) })
+	b.Run("metrics", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		defer mp.Shutdown(context.Background())
+		run(b, New(Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: mp, Logger: discard}))
+	})
+	b.Run("sdk", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		defer tp.Shutdown(context.Background())
+		defer mp.Shutdown(context.Background())
+		run(b, New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}))
+	})
+}
+
 // int64Points returns the points of rm's int64 sums and gauges, and the
 // record counts of its float64 histograms, each under key(the metric's name,
 // the point's attributes); a point whose key is "" is left out.
