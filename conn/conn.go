@@ -189,9 +189,11 @@ type Actor struct {
 	watchDone chan struct{} // cap 1, one value per watcher run
 	watchErr  error
 	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
-	// doubled (up to MaxIdleWatchDelay) each time a lease had to interrupt a
-	// running watcher (see stopWatch). 0 = IdleWatchDelay.
-	watchDelay time.Duration
+	// doubled (up to MaxIdleWatchDelay) each time a watch was wasted: a lease
+	// had to interrupt a running watcher (stopWatch), or the timer fired to
+	// find the connection used since it was set (fireWatch). 0 =
+	// IdleWatchDelay. Shared with the timer goroutine.
+	watchDelay atomic.Int64
 	broken     bool // the socket is unusable; the route will close it
 }
 
@@ -318,16 +320,19 @@ const (
 
 // IdleWatchDelay is how long a connection stays idle before its socket is
 // watched. Connections that are leased again sooner (the common case under load)
-// cost a timer reset and stop, not a goroutine; a server's close of one of them
-// is caught by the probe before the request is written (see idleProbe), and the
-// unsent request is retried.
+// cost no goroutine per idle period; a server's close of one of them is caught
+// by the probe before the request is written (see idleProbe), and the unsent
+// request is retried.
 //
-// A connection whose watcher a lease had to interrupt (a peek blocked, then a
-// past read deadline, a wake-up and a deadline reset: several µs) waits twice
-// as long before the next watch, up to MaxIdleWatchDelay: connections re-used
-// every few tens of milliseconds, as when requests spread over hundreds of
-// routes, stop paying for a watch at every idle gap, and the probe still finds
-// a server's close before anything is written.
+// A watch that was wasted doubles the socket's delay before the next, up to
+// MaxIdleWatchDelay: a watcher a lease had to interrupt (a peek blocked, then a
+// past read deadline, a wake-up and a deadline reset: several µs), and a timer
+// firing that found the connection used since it was set (a goroutine that
+// only sets the timer again). Connections re-used every few tens of
+// milliseconds, as when requests spread over hundreds of routes, stop paying
+// for a watch at every idle gap, and busy ones for a timer goroutine every 10
+// ms (0.03 goroutines a request with 16 busy connections, BenchmarkLeaseReleaseCycle);
+// the probe still finds a server's close before anything is written.
 const (
 	IdleWatchDelay    = 10 * time.Millisecond
 	MaxIdleWatchDelay = time.Second
@@ -352,10 +357,12 @@ func (c *Actor) onWatchIdle() {
 	if c.nc == nil || c.broken || c.watchState.Load() != watchOff {
 		return
 	}
-	if c.watchDelay == 0 {
-		c.watchDelay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
+	delay := time.Duration(c.watchDelay.Load())
+	if delay == 0 {
+		delay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
+		c.watchDelay.Store(int64(delay))
 	}
-	c.watchDue.Store(monoNow() + int64(c.watchDelay))
+	c.watchDue.Store(monoNow() + int64(delay))
 	c.watchState.Store(watchArmed)
 	if c.watchTimer == nil {
 		// Made stopped and set below, so that the field is written before
@@ -365,22 +372,26 @@ func (c *Actor) onWatchIdle() {
 		c.watchTimer.Stop()
 	}
 	if c.watchSet.CompareAndSwap(false, true) {
-		c.watchTimer.Reset(c.watchDelay)
+		c.watchTimer.Reset(delay)
 	}
 }
 
 // fireWatch runs on the timer's goroutine. While the connection is leased
 // (the watch is off) it leaves the timer unset; while the current idle
-// period's watch is not yet due it sets the timer again for then; once due,
-// it becomes the watcher, unless a lease (or a stop) disarmed the watch
-// first. The watcher is owned by the connection actor: stopWatch and
-// onStopping wait for it.
+// period's watch is not yet due it sets the timer again for then; both
+// times the connection was used since the timer was set, and the firing,
+// a goroutine, was wasted: the socket's watch delay doubles. Once due, it
+// becomes the watcher, unless a lease (or a stop) disarmed the watch first.
+// The watcher is owned by the connection actor: stopWatch and onStopping
+// wait for it.
 func (c *Actor) fireWatch() {
 	c.watchSet.Store(false)
 	if c.watchState.Load() != watchArmed {
+		c.backOffWatch()
 		return
 	}
 	if wait := c.watchDue.Load() - monoNow(); wait > 0 {
+		c.backOffWatch()
 		if c.watchSet.CompareAndSwap(false, true) { // not set again by onWatchIdle meanwhile
 			c.watchTimer.Reset(time.Duration(wait))
 		}
@@ -430,8 +441,17 @@ func (c *Actor) stopWatch() error {
 		c.broken = true
 		return err
 	}
-	c.watchDelay = min(2*c.watchDelay, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay)) // this watch was wasted: look later next time
+	c.backOffWatch() // this watch was wasted: look later next time
 	return nil
+}
+
+// backOffWatch doubles the socket's watch delay, up to MaxIdleWatchDelay (or
+// Options.IdleWatchDelay when that is longer), after a wasted watch. The
+// actor and the timer's goroutine may both call it at once: one of the two
+// doublings may be lost, which only delays the back-off.
+func (c *Actor) backOffWatch() {
+	d := time.Duration(c.watchDelay.Load())
+	c.watchDelay.Store(int64(min(2*d, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay))))
 }
 
 func (c *Actor) onStopping() {

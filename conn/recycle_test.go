@@ -304,14 +304,14 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 		}
 		f.get(t, 1, true, true) // interrupts the watcher
 		want = min(2*want, MaxIdleWatchDelay)
-		if f.a.watchDelay != want {
-			t.Fatalf("watch delay %v after an interrupted watch, want %v", f.a.watchDelay, want)
+		if got := time.Duration(f.a.watchDelay.Load()); got != want {
+			t.Fatalf("watch delay %v after an interrupted watch, want %v", got, want)
 		}
 	}
 	f.sys.Root.Send(f.pid, &WatchIdle{}) // a lease before the watch looks, and at the cap: no change
 	f.get(t, 1, true, true)
-	if f.a.watchDelay != MaxIdleWatchDelay {
-		t.Fatalf("watch delay %v after a lease that beat the watch, want the cap %v", f.a.watchDelay, MaxIdleWatchDelay)
+	if got := time.Duration(f.a.watchDelay.Load()); got != MaxIdleWatchDelay {
+		t.Fatalf("watch delay %v after a lease that beat the watch, want the cap %v", got, MaxIdleWatchDelay)
 	}
 	f.recycle(t, first)
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
@@ -319,8 +319,8 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	f.get(t, 2, false, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
 	f.waitWatcher(t, time.Now())
-	if f.a.watchDelay != IdleWatchDelay {
-		t.Errorf("the new socket's watch delay is %v, want %v", f.a.watchDelay, IdleWatchDelay)
+	if got := time.Duration(f.a.watchDelay.Load()); got != IdleWatchDelay {
+		t.Errorf("the new socket's watch delay is %v, want %v", got, IdleWatchDelay)
 	}
 }
 
@@ -340,6 +340,38 @@ func TestIdleWatchTimerSetsItselfAgainForTheCurrentIdlePeriod(t *testing.T) {
 	f.sys.Root.Send(f.pid, &WatchIdle{})
 	if waited := f.waitWatcher(t, armed); waited < IdleWatchDelay {
 		t.Fatalf("the watch looked %v into the second idle period, want at least %v", waited, IdleWatchDelay)
+	}
+	f.get(t, 1, true, true) // the watcher is interrupted; the connection stays in step
+}
+
+// A timer firing that finds the connection leased since it was set was a
+// goroutine for nothing: the socket's watch delay doubles, as for an
+// interrupted watcher, and the next idle period is watched that much later.
+func TestIdleWatchTimerFiringOnALeasedConnectionBacksOff(t *testing.T) {
+	f := newRecycleFixture(t)
+	f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	f.sys.Root.Send(f.pid, &WatchIdle{}) // the timer is set
+	r, done := f.send(t, 1, true)        // leased before the watch is due, and held
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Duration(f.a.watchDelay.Load()) != 2*IdleWatchDelay { // the test reads the atomic only
+		if time.Now().After(deadline) {
+			t.Fatalf("watch delay %v 10s after the timer was due, want %v", time.Duration(f.a.watchDelay.Load()), 2*IdleWatchDelay)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	io.Copy(io.Discard, r.Resp.Body)
+	r.Resp.Body.Close()
+	if !<-done {
+		t.Fatal("a complete exchange was not reusable")
+	}
+	armed := time.Now()
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	if waited := f.waitWatcher(t, armed); waited < 2*IdleWatchDelay {
+		t.Fatalf("the watch looked %v into the idle period, want at least %v", waited, 2*IdleWatchDelay)
 	}
 	f.get(t, 1, true, true) // the watcher is interrupted; the connection stays in step
 }
