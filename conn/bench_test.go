@@ -193,3 +193,21 @@ func goroutinesCreated() uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
+
+// BenchmarkIdleWatchCycle is the idle watch's own cost per lease/release
+// cycle of a busy connection: armed as it goes idle (onWatchIdle), disarmed
+// as it is leased again (stopWatch), with the timer set from an earlier idle
+// period, as under load.
+func BenchmarkIdleWatchCycle(b *testing.B) {
+	client, server := net.Pipe()
+	defer server.Close()
+	c := &Actor{nc: client, opt: &Options{}, br: newReader(client), bw: newWriter(client)}
+	defer c.dropSocket()
+	b.ReportAllocs()
+	for b.Loop() {
+		c.onWatchIdle()
+		if err := c.stopWatch(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
