@@ -172,19 +172,17 @@ type Actor struct {
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
 	stopped    atomic.Bool
 
-	// The idle watch (see onWatchIdle). watchState is shared with the watch
-	// timer and the watcher goroutine; watchErr is written by the watcher before
-	// it signals watchDone.
-	watchState atomic.Int32
+	// The idle watch (watch.go). watch, the watch's state and its idle
+	// period, is shared with the watch timer and the watcher goroutine;
+	// watchErr is written by the watcher before it signals watchDone.
+	watch      atomic.Uint64
 	watchTimer *time.Timer
 	// watchSet is true while watchTimer is scheduled (Reset, not yet fired or
-	// stopped); watchDue is when the current idle period's watch is due
-	// (monoNow). The timer is not stopped when a lease disarms the watch, nor
-	// reset when the connection goes idle again while it is set: it fires
-	// when it was due, and fireWatch re-arms it for the current idle period's
-	// due time (see onWatchIdle).
+	// stopped). The timer is not stopped when a lease disarms the watch, nor
+	// reset when the connection goes idle again while it is set: it fires on
+	// its own schedule, and fireWatch sets it again for the current idle
+	// period (see onWatchIdle).
 	watchSet  atomic.Bool
-	watchDue  atomic.Int64
 	watchDone chan struct{} // cap 1, one value per watcher run
 	watchErr  error
 	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
@@ -338,15 +336,15 @@ func (c *Actor) dropSocket() {
 	if c.watchTimer != nil {
 		// A timer stopped before it fired will not fire: the next socket's
 		// first idle period sets it. One that is firing now may set itself
-		// again for this socket's due time, and then finds the watch off, or,
-		// on a recycled actor, runs the next socket's first watch at that
-		// time instead of 10 ms into its idle period (the probe is unaffected).
+		// again, and then finds the watch off, or, on a recycled actor, may
+		// watch the next socket's first idle period sooner than a full delay
+		// into it (the probe is unaffected).
 		if c.watchTimer.Stop() {
 			c.watchSet.Store(false)
 		}
-		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
+		if c.disarmWatch() {
 			<-c.watchDone
-			c.watchState.Store(watchOff)
+			c.watchOver()
 		}
 	}
 	if c.br != nil && c.lent.Load() == 0 {

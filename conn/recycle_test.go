@@ -140,9 +140,9 @@ func (f *recycleFixture) waitDialed(t *testing.T, id uint64) *Dialed {
 func (f *recycleFixture) waitWatcher(t *testing.T, armed time.Time) time.Duration {
 	t.Helper()
 	deadline := armed.Add(10 * time.Second)
-	for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
+	for f.a.watch.Load()&watchStates != watchRunning { // the test reads the atomic only
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
+			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watch.Load()&watchStates)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -212,8 +212,9 @@ func (f *recycleFixture) send(t *testing.T, id uint64, reused bool) (ExchangeRes
 var recycleKeeps = map[string]bool{
 	"key": true, "addr": true, "opt": true, // the route's
 	"sys": true, "self": true, "parent": true, "mb": true, "recycled": true, // the actor's place
-	"watchTimer": true, "watchDone": true, "watchSet": true, "watchDue": true, // reused across sockets as across idle periods
-	"lent": true, "dialed": true, "stopped": true, "watchState": true, // atomics, checked by value
+	"watchTimer": true, "watchDone": true, "watchSet": true, // reused across sockets as across idle periods
+	"watch": true,                                  // its idle periods go on counting across sockets; its state is checked
+	"lent":  true, "dialed": true, "stopped": true, // atomics, checked by value
 }
 
 // A connection actor recycled after its connection closed keeps nothing of
@@ -232,9 +233,9 @@ func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 			t.Errorf("field %s of a recycled actor is not reset", name)
 		}
 	}
-	if f.a.lent.Load() != 0 || f.a.dialed.Load() != nil || f.a.stopped.Load() || f.a.watchState.Load() != watchOff {
+	if f.a.lent.Load() != 0 || f.a.dialed.Load() != nil || f.a.stopped.Load() || f.a.watch.Load()&watchStates != watchOff {
 		t.Errorf("recycled actor: lent %d, dialed %v, stopped %v, watch %d; want 0, nil, false, off",
-			f.a.lent.Load(), f.a.dialed.Load(), f.a.stopped.Load(), f.a.watchState.Load())
+			f.a.lent.Load(), f.a.dialed.Load(), f.a.stopped.Load(), f.a.watch.Load()&watchStates)
 	}
 
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
@@ -270,7 +271,7 @@ func TestRecycleWaitsForARunningIdleWatcher(t *testing.T) {
 	f.sys.Root.Send(f.pid, &WatchIdle{})
 	f.waitWatcher(t, time.Now())
 	f.recycle(t, first)
-	if st := f.a.watchState.Load(); st != watchOff {
+	if st := f.a.watch.Load() & watchStates; st != watchOff {
 		t.Fatalf("watch state %d after the recycle, want off", st)
 	}
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
@@ -326,9 +327,8 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 
 // A lease that comes before the watch is due leaves the timer set; when the
 // connection goes idle again, that timer fires at the first period's due time,
-// finds the second period's watch not yet due, and sets itself again for
-// then: the watcher starts no earlier than a full delay into the second idle
-// period.
+// finds the second period not seen yet, marks it and sets itself again: the
+// watcher starts no earlier than a full delay into the second idle period.
 func TestIdleWatchTimerSetsItselfAgainForTheCurrentIdlePeriod(t *testing.T) {
 	f := newRecycleFixture(t)
 	f.waitDialed(t, 1)
@@ -374,6 +374,26 @@ func TestIdleWatchTimerFiringOnALeasedConnectionBacksOff(t *testing.T) {
 		t.Fatalf("the watch looked %v into the idle period, want at least %v", waited, 2*IdleWatchDelay)
 	}
 	f.get(t, 1, true, true) // the watcher is interrupted; the connection stays in step
+}
+
+// The timer's firings race with leases and releases (its delay kept shorter
+// than an exchange, so that it fires in every phase of the cycle: while
+// leased, idle but unseen, seen, watching): every exchange finds the
+// connection in step, no interrupted watcher reports the connection broken,
+// and the actor stops with no watcher left (goleak).
+func TestIdleWatchTimerRacingLeasesKeepsTheConnectionInStep(t *testing.T) {
+	f := newRecycleFixture(t)
+	f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	for range 2000 {
+		f.a.watchDelay.Store(int64(20 * time.Microsecond)) // no back-off: the firings keep racing
+		f.sys.Root.Send(f.pid, &WatchIdle{})
+		f.get(t, 1, true, true)
+	}
+	if len(f.broken) > 0 {
+		m := <-f.broken
+		t.Fatalf("IdleBroken for connection %d (%v) while the server kept it open", m.ID, m.Err)
+	}
 }
 
 // A connection actor whose buffers are still lent (a response body nobody has
