@@ -82,22 +82,7 @@ func TestActiveRequestsReadExactlyTheRequestsInFlightFromConcurrentCallers(t *te
 		})
 	}
 	// Collections run while the requests start and end: they must lose none.
-	done := make(chan struct{})
-	var collector sync.WaitGroup
-	collector.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				var rm metricdata.ResourceMetrics
-				reader.Collect(context.Background(), &rm)
-			}
-		}
-	})
-	wg.Wait()
-	close(done)
-	collector.Wait()
+	collectUntil(reader, wg.Wait)
 
 	// The held requests are i = 197, 198, 199 of each caller: h1, h0, h1.
 	got := activeByHost(t, reader)
@@ -112,6 +97,26 @@ func TestActiveRequestsReadExactlyTheRequestsInFlightFromConcurrentCallers(t *te
 	if got := activeByHost(t, reader); got["h0.test"] != 0 || got["h1.test"] != 0 || len(got) != 2 {
 		t.Fatalf("active requests %v after every request ended, want 0 for both hosts", got)
 	}
+}
+
+// collectUntil collects from reader again and again until wait returns.
+func collectUntil(reader *sdkmetric.ManualReader, wait func()) {
+	done := make(chan struct{})
+	var collector sync.WaitGroup
+	collector.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				var rm metricdata.ResourceMetrics
+				reader.Collect(context.Background(), &rm)
+			}
+		}
+	})
+	wait()
+	close(done)
+	collector.Wait()
 }
 
 // A destination with nothing in flight and no request started is observed at
@@ -261,22 +266,7 @@ func TestActiveRequestsSurviveDropsRacingWithNewRequests(t *testing.T) {
 			}
 		})
 	}
-	done := make(chan struct{})
-	var collector sync.WaitGroup
-	collector.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				var rm metricdata.ResourceMetrics
-				reader.Collect(context.Background(), &rm)
-			}
-		}
-	})
-	wg.Wait()
-	close(done)
-	collector.Wait()
+	collectUntil(reader, wg.Wait)
 	var sum int64
 	for host, n := range activeByHost(t, reader) {
 		if n != 0 && n != 1 {
