@@ -10,7 +10,8 @@ import (
 // The actor alone starts a period (onWatchIdle, from off) and ends it
 // (stopWatch, dropSocket); the timer's goroutine moves an armed period to
 // seen, or to running when it becomes the watcher, each by a
-// CompareAndSwap that fails if the period ended meanwhile.
+// CompareAndSwap that fails if the period ended meanwhile. A firing that
+// finds watchSet true again leaves the period to the firing that was set.
 const (
 	watchOff     uint64 = iota
 	watchArmed          // the timer is set; no goroutine yet
@@ -84,14 +85,16 @@ func (c *Actor) onWatchIdle() {
 		c.watchTimer.Stop()
 	}
 	// Nothing but the actor changes an off word: a plain store starts the
-	// next period.
+	// next period. It comes before the look at watchSet: a firing that
+	// clears watchSet after that look finds the period armed.
 	next := w&^(watchStates|watchSeen) + watchPeriod | watchArmed
-	if !c.watchSet.Load() && c.watchSet.CompareAndSwap(false, true) {
-		c.watch.Store(next | watchSeen) // the timer is set now: it fires a full delay into the period
-		c.watchTimer.Reset(delay)
-		return
-	}
 	c.watch.Store(next)
+	if !c.watchSet.Load() && c.watchSet.CompareAndSwap(false, true) {
+		// The timer is set now: it fires a full delay into the period, which
+		// it has seen (unless a firing still running marked it first).
+		c.watch.CompareAndSwap(next, next|watchSeen)
+		c.watchTimer.Reset(delay)
+	}
 }
 
 // fireWatch runs on the timer's goroutine. While the connection is leased
