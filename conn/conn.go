@@ -19,7 +19,6 @@ package conn
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -173,25 +172,25 @@ type Actor struct {
 	dialed     atomic.Pointer[net.Conn] // hand-off from the dial goroutine
 	stopped    atomic.Bool
 
-	// The idle watch (see onWatchIdle). watchState is shared with the watch
-	// timer and the watcher goroutine; watchErr is written by the watcher before
-	// it signals watchDone.
-	watchState atomic.Int32
+	// The idle watch (watch.go). watch, the watch's state and its idle
+	// period, is shared with the watch timer and the watcher goroutine;
+	// watchErr is written by the watcher before it signals watchDone.
+	watch      atomic.Uint64
 	watchTimer *time.Timer
 	// watchSet is true while watchTimer is scheduled (Reset, not yet fired or
-	// stopped); watchDue is when the current idle period's watch is due
-	// (monoNow). The timer is not stopped when a lease disarms the watch, nor
-	// reset when the connection goes idle again while it is set: it fires
-	// when it was due, and fireWatch re-arms it for the current idle period's
-	// due time (see onWatchIdle).
+	// stopped). The timer is not stopped when a lease disarms the watch, nor
+	// reset when the connection goes idle again while it is set: it fires on
+	// its own schedule, and fireWatch sets it again for the current idle
+	// period (see onWatchIdle).
 	watchSet  atomic.Bool
-	watchDue  atomic.Int64
 	watchDone chan struct{} // cap 1, one value per watcher run
 	watchErr  error
 	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
-	// doubled (up to MaxIdleWatchDelay) each time a lease had to interrupt a
-	// running watcher (see stopWatch). 0 = IdleWatchDelay.
-	watchDelay time.Duration
+	// doubled (up to MaxIdleWatchDelay) each time a watch was wasted: a lease
+	// had to interrupt a running watcher (stopWatch), or the timer fired to
+	// find the connection used since it was set (fireWatch). 0 =
+	// IdleWatchDelay. Shared with the timer goroutine.
+	watchDelay atomic.Int64
 	broken     bool // the socket is unusable; the route will close it
 }
 
@@ -309,131 +308,6 @@ func tlsState(nc net.Conn) *tls.ConnectionState {
 	return nil
 }
 
-// Idle watch states.
-const (
-	watchOff     int32 = iota
-	watchArmed         // the timer is set; no goroutine yet
-	watchRunning       // a watcher goroutine is (or was) blocked in a peek
-)
-
-// IdleWatchDelay is how long a connection stays idle before its socket is
-// watched. Connections that are leased again sooner (the common case under load)
-// cost a timer reset and stop, not a goroutine; a server's close of one of them
-// is caught by the probe before the request is written (see idleProbe), and the
-// unsent request is retried.
-//
-// A connection whose watcher a lease had to interrupt (a peek blocked, then a
-// past read deadline, a wake-up and a deadline reset: several µs) waits twice
-// as long before the next watch, up to MaxIdleWatchDelay: connections re-used
-// every few tens of milliseconds, as when requests spread over hundreds of
-// routes, stop paying for a watch at every idle gap, and the probe still finds
-// a server's close before anything is written.
-const (
-	IdleWatchDelay    = 10 * time.Millisecond
-	MaxIdleWatchDelay = time.Second
-)
-
-// onWatchIdle arms the idle watch of a connection that has just become idle: after
-// the socket's watch delay (IdleWatchDelay, or longer, see watchDelay) a
-// goroutine blocks in a one-byte peek. A server's close (EOF) or
-// unsolicited bytes wake it, and it tells the route, so a dead connection leaves
-// the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch).
-// The exchange that leases the connection disarms the watch or, if
-// the watcher runs, interrupts it with a past read deadline.
-//
-// Arming costs a clock read and two atomic stores while the timer is set from
-// an earlier idle period: resetting a timer (and stopping it at every lease)
-// made the runtime wake another thread to poll for the new deadline
-// (wakeNetPoller: a futex wake-up per request with one caller).
-func (c *Actor) onWatchIdle() {
-	if c.h2 != nil {
-		return // HTTP/2 reads its socket all the time
-	}
-	if c.nc == nil || c.broken || c.watchState.Load() != watchOff {
-		return
-	}
-	if c.watchDelay == 0 {
-		c.watchDelay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
-	}
-	c.watchDue.Store(monoNow() + int64(c.watchDelay))
-	c.watchState.Store(watchArmed)
-	if c.watchTimer == nil {
-		// Made stopped and set below, so that the field is written before
-		// the timer can fire (fireWatch reads it to set itself again).
-		c.watchDone = make(chan struct{}, 1)
-		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
-		c.watchTimer.Stop()
-	}
-	if c.watchSet.CompareAndSwap(false, true) {
-		c.watchTimer.Reset(c.watchDelay)
-	}
-}
-
-// fireWatch runs on the timer's goroutine. While the connection is leased
-// (the watch is off) it leaves the timer unset; while the current idle
-// period's watch is not yet due it sets the timer again for then; once due,
-// it becomes the watcher, unless a lease (or a stop) disarmed the watch
-// first. The watcher is owned by the connection actor: stopWatch and
-// onStopping wait for it.
-func (c *Actor) fireWatch() {
-	c.watchSet.Store(false)
-	if c.watchState.Load() != watchArmed {
-		return
-	}
-	if wait := c.watchDue.Load() - monoNow(); wait > 0 {
-		if c.watchSet.CompareAndSwap(false, true) { // not set again by onWatchIdle meanwhile
-			c.watchTimer.Reset(time.Duration(wait))
-		}
-		return
-	}
-	if !c.watchState.CompareAndSwap(watchArmed, watchRunning) {
-		return
-	}
-	_, err := c.br.Peek(1)
-	interrupted := isTimeout(err)
-	if err == nil {
-		err = errUnsolicited
-	}
-	c.watchErr = err
-	// What the report needs is read before watchDone: once it is signalled,
-	// the actor may be recycled for another socket (onRecycle) and change id.
-	sys, parent, id := c.sys, c.parent, c.id
-	c.watchDone <- struct{}{}
-	if !interrupted && !c.stopped.Load() {
-		// The route closes it. When the actor is stopping, its own Stopping
-		// closed the socket and the route may be gone: nothing to report. A
-		// report for a recycled actor's previous socket carries that socket's
-		// ID, which the route no longer knows.
-		sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
-	}
-}
-
-// stopWatch ends the idle watch before an exchange; it returns the error that
-// makes the connection unusable, if the watcher saw one. A watch that is armed
-// but not yet looking is simply disarmed: the exchange then probes the socket
-// itself (checkIdle) before writing anything.
-func (c *Actor) stopWatch() error {
-	if c.watchTimer == nil {
-		return nil
-	}
-	if c.watchState.CompareAndSwap(watchArmed, watchOff) {
-		return nil // the timer stays set: when it fires, fireWatch finds the watch off
-	}
-	if c.watchState.Load() != watchRunning {
-		return nil
-	}
-	c.nc.SetReadDeadline(aLongTimeAgo)
-	<-c.watchDone
-	c.watchState.Store(watchOff)
-	c.nc.SetReadDeadline(time.Time{})
-	if err := c.watchErr; !isTimeout(err) {
-		c.broken = true
-		return err
-	}
-	c.watchDelay = min(2*c.watchDelay, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay)) // this watch was wasted: look later next time
-	return nil
-}
-
 func (c *Actor) onStopping() {
 	c.stopped.Store(true)
 	if m := c.pending; m != nil {
@@ -462,15 +336,15 @@ func (c *Actor) dropSocket() {
 	if c.watchTimer != nil {
 		// A timer stopped before it fired will not fire: the next socket's
 		// first idle period sets it. One that is firing now may set itself
-		// again for this socket's due time, and then finds the watch off, or,
-		// on a recycled actor, runs the next socket's first watch at that
-		// time instead of 10 ms into its idle period (the probe is unaffected).
+		// again, and then finds the watch off, or, on a recycled actor, may
+		// watch the next socket's first idle period sooner than a full delay
+		// into it (the probe is unaffected).
 		if c.watchTimer.Stop() {
 			c.watchSet.Store(false)
 		}
-		if !c.watchState.CompareAndSwap(watchArmed, watchOff) && c.watchState.Load() == watchRunning {
+		if c.disarmWatch() {
 			<-c.watchDone
-			c.watchState.Store(watchOff)
+			c.watchOver()
 		}
 	}
 	if c.br != nil && c.lent.Load() == 0 {
@@ -481,13 +355,6 @@ func (c *Actor) dropSocket() {
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
-
-// monoBase is the origin of monoNow.
-var monoBase = time.Now()
-
-// monoNow is the monotonic clock in nanoseconds since monoBase (the idle
-// watch's due times, shared with the timer goroutine as one atomic integer).
-func monoNow() int64 { return int64(time.Since(monoBase)) }
 
 // CloseNow closes the socket under nc at once (closeRaw): safe for concurrent
 // use and idempotent, it is how the owner of a connection (its route) aborts

@@ -54,6 +54,6 @@ func (c *Actor) resetSocket() {
 	c.cancelDial = nil
 	c.dialing = false
 	c.watchErr = nil
-	c.watchDelay = 0
+	c.watchDelay.Store(0)
 	c.broken = false
 }

@@ -140,9 +140,9 @@ func (f *recycleFixture) waitDialed(t *testing.T, id uint64) *Dialed {
 func (f *recycleFixture) waitWatcher(t *testing.T, armed time.Time) time.Duration {
 	t.Helper()
 	deadline := armed.Add(10 * time.Second)
-	for f.a.watchState.Load() != watchRunning { // the test reads the atomic only
+	for f.a.watch.Load()&watchStates != watchRunning { // the test reads the atomic only
 		if time.Now().After(deadline) {
-			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watchState.Load())
+			t.Fatalf("the idle watcher did not start in 10s (watch state %d)", f.a.watch.Load()&watchStates)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -212,8 +212,9 @@ func (f *recycleFixture) send(t *testing.T, id uint64, reused bool) (ExchangeRes
 var recycleKeeps = map[string]bool{
 	"key": true, "addr": true, "opt": true, // the route's
 	"sys": true, "self": true, "parent": true, "mb": true, "recycled": true, // the actor's place
-	"watchTimer": true, "watchDone": true, "watchSet": true, "watchDue": true, // reused across sockets as across idle periods
-	"lent": true, "dialed": true, "stopped": true, "watchState": true, // atomics, checked by value
+	"watchTimer": true, "watchDone": true, "watchSet": true, // reused across sockets as across idle periods
+	"watch": true,                                  // its idle periods go on counting across sockets; its state is checked
+	"lent":  true, "dialed": true, "stopped": true, // atomics, checked by value
 }
 
 // A connection actor recycled after its connection closed keeps nothing of
@@ -232,9 +233,9 @@ func TestRecycledConnectionActorKeepsNothingOfItsSocket(t *testing.T) {
 			t.Errorf("field %s of a recycled actor is not reset", name)
 		}
 	}
-	if f.a.lent.Load() != 0 || f.a.dialed.Load() != nil || f.a.stopped.Load() || f.a.watchState.Load() != watchOff {
+	if f.a.lent.Load() != 0 || f.a.dialed.Load() != nil || f.a.stopped.Load() || f.a.watch.Load()&watchStates != watchOff {
 		t.Errorf("recycled actor: lent %d, dialed %v, stopped %v, watch %d; want 0, nil, false, off",
-			f.a.lent.Load(), f.a.dialed.Load(), f.a.stopped.Load(), f.a.watchState.Load())
+			f.a.lent.Load(), f.a.dialed.Load(), f.a.stopped.Load(), f.a.watch.Load()&watchStates)
 	}
 
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
@@ -270,7 +271,7 @@ func TestRecycleWaitsForARunningIdleWatcher(t *testing.T) {
 	f.sys.Root.Send(f.pid, &WatchIdle{})
 	f.waitWatcher(t, time.Now())
 	f.recycle(t, first)
-	if st := f.a.watchState.Load(); st != watchOff {
+	if st := f.a.watch.Load() & watchStates; st != watchOff {
 		t.Fatalf("watch state %d after the recycle, want off", st)
 	}
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
@@ -304,14 +305,14 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 		}
 		f.get(t, 1, true, true) // interrupts the watcher
 		want = min(2*want, MaxIdleWatchDelay)
-		if f.a.watchDelay != want {
-			t.Fatalf("watch delay %v after an interrupted watch, want %v", f.a.watchDelay, want)
+		if got := time.Duration(f.a.watchDelay.Load()); got != want {
+			t.Fatalf("watch delay %v after an interrupted watch, want %v", got, want)
 		}
 	}
 	f.sys.Root.Send(f.pid, &WatchIdle{}) // a lease before the watch looks, and at the cap: no change
 	f.get(t, 1, true, true)
-	if f.a.watchDelay != MaxIdleWatchDelay {
-		t.Fatalf("watch delay %v after a lease that beat the watch, want the cap %v", f.a.watchDelay, MaxIdleWatchDelay)
+	if got := time.Duration(f.a.watchDelay.Load()); got != MaxIdleWatchDelay {
+		t.Fatalf("watch delay %v after a lease that beat the watch, want the cap %v", got, MaxIdleWatchDelay)
 	}
 	f.recycle(t, first)
 	f.sys.Root.Send(f.pid, &DialRequest{ID: 2, Life: f.life})
@@ -319,16 +320,15 @@ func TestInterruptedIdleWatchesBackOff(t *testing.T) {
 	f.get(t, 2, false, true)
 	f.sys.Root.Send(f.pid, &WatchIdle{})
 	f.waitWatcher(t, time.Now())
-	if f.a.watchDelay != IdleWatchDelay {
-		t.Errorf("the new socket's watch delay is %v, want %v", f.a.watchDelay, IdleWatchDelay)
+	if got := time.Duration(f.a.watchDelay.Load()); got != IdleWatchDelay {
+		t.Errorf("the new socket's watch delay is %v, want %v", got, IdleWatchDelay)
 	}
 }
 
 // A lease that comes before the watch is due leaves the timer set; when the
 // connection goes idle again, that timer fires at the first period's due time,
-// finds the second period's watch not yet due, and sets itself again for
-// then: the watcher starts no earlier than a full delay into the second idle
-// period.
+// finds the second period not seen yet, marks it and sets itself again: the
+// watcher starts no earlier than a full delay into the second idle period.
 func TestIdleWatchTimerSetsItselfAgainForTheCurrentIdlePeriod(t *testing.T) {
 	f := newRecycleFixture(t)
 	f.waitDialed(t, 1)
@@ -342,6 +342,64 @@ func TestIdleWatchTimerSetsItselfAgainForTheCurrentIdlePeriod(t *testing.T) {
 		t.Fatalf("the watch looked %v into the second idle period, want at least %v", waited, IdleWatchDelay)
 	}
 	f.get(t, 1, true, true) // the watcher is interrupted; the connection stays in step
+}
+
+// A timer firing that finds the connection leased since it was set was a
+// goroutine for nothing: the socket's watch delay doubles, as for an
+// interrupted watcher, and the next idle period is watched that much later.
+func TestIdleWatchTimerFiringOnALeasedConnectionBacksOff(t *testing.T) {
+	f := newRecycleFixture(t)
+	f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	f.sys.Root.Send(f.pid, &WatchIdle{}) // the timer is set
+	r, done := f.send(t, 1, true)        // leased before the watch is due, and held
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Duration(f.a.watchDelay.Load()) != 2*IdleWatchDelay { // the test reads the atomic only
+		if time.Now().After(deadline) {
+			t.Fatalf("watch delay %v 10s after the timer was due, want %v", time.Duration(f.a.watchDelay.Load()), 2*IdleWatchDelay)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	io.Copy(io.Discard, r.Resp.Body)
+	r.Resp.Body.Close()
+	if !<-done {
+		t.Fatal("a complete exchange was not reusable")
+	}
+	armed := time.Now()
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	if waited := f.waitWatcher(t, armed); waited < 2*IdleWatchDelay {
+		t.Fatalf("the watch looked %v into the idle period, want at least %v", waited, 2*IdleWatchDelay)
+	}
+	f.get(t, 1, true, true) // the watcher is interrupted; the connection stays in step
+}
+
+// The timer's firings race with leases and releases (its delay kept shorter
+// than an exchange, so that it fires in every phase of the cycle: while
+// leased, idle but unseen, seen, watching): every exchange finds the
+// connection in step, no interrupted watcher reports the connection broken,
+// the idle period after them is watched, and the actor stops with no watcher
+// left (goleak).
+func TestIdleWatchTimerRacingLeasesKeepsTheConnectionInStep(t *testing.T) {
+	f := newRecycleFixture(t)
+	f.waitDialed(t, 1)
+	f.get(t, 1, false, true)
+	for range 2000 {
+		f.a.watchDelay.Store(int64(20 * time.Microsecond)) // no back-off: the firings keep racing
+		f.sys.Root.Send(f.pid, &WatchIdle{})
+		f.get(t, 1, true, true)
+	}
+	// Whatever state the races left the timer in, the next idle period is
+	// watched.
+	f.sys.Root.Send(f.pid, &WatchIdle{})
+	f.waitWatcher(t, time.Now())
+	f.get(t, 1, true, true)
+	if len(f.broken) > 0 {
+		m := <-f.broken
+		t.Fatalf("IdleBroken for connection %d (%v) while the server kept it open", m.ID, m.Err)
+	}
 }
 
 // A connection actor whose buffers are still lent (a response body nobody has

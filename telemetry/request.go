@@ -73,7 +73,7 @@ func (t *Telemetry) StartRequest(ctx context.Context, req *http.Request, scheme,
 		return req, nil
 	}
 	durations := t.reqDuration.Enabled(ctx)
-	active := t.active.Enabled(ctx)
+	active := t.activeEnabled()
 	tracer := t.currentTracer()
 	if tracer == nil && !durations && !active {
 		return t.inject(ctx, req), nil // no span of ours: the caller's trace context still propagates
@@ -109,7 +109,7 @@ func (t *Telemetry) StartRequest(ctx context.Context, req *http.Request, scheme,
 		req = t.inject(r.ctx, req)
 	}
 	if active {
-		t.active.Inst().Add(r.ctx, 1, r.route.opt)
+		r.route.startActive()
 	}
 	return req, r
 }
@@ -282,7 +282,7 @@ func (r *Request) Failed(err error) {
 
 func (r *Request) end() {
 	if r.active {
-		r.t.active.Inst().Add(r.ctx, -1, r.route.opt)
+		r.route.endActive()
 	}
 	if r.span != nil {
 		r.span.End()

@@ -13,6 +13,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"reflect"
@@ -103,7 +104,10 @@ type Telemetry struct {
 	meter       metric.Meter
 
 	reqDuration  httpconv.ClientRequestDuration
-	active       httpconv.ClientActiveRequests
+	activeObs    metric.Int64ObservableUpDownCounter // http.client.active_requests (active.go)
+	activeOn     bool                                // requests are counted in it (newActive)
+	unsetMeter   metric.MeterProvider                // otel's placeholder global provider, when it was the one at New
+	activeList   activeList                          // the Routes it observes
 	connDuration httpconv.ClientConnectionDuration
 	openConns    httpconv.ClientOpenConnectionsObservable
 	leaseWait    metric.Float64Histogram
@@ -126,8 +130,9 @@ type Telemetry struct {
 
 	routes sync.Map // routeID -> *Route
 
-	mu  sync.Mutex
-	reg metric.Registration // the pool gauges' callback, once registered
+	mu        sync.Mutex
+	reg       metric.Registration // the pool gauges' callback, once registered
+	activeReg metric.Registration // http.client.active_requests' callback (newActive)
 }
 
 // Bucket boundaries (seconds) of the lease wait histogram: most leases are
@@ -174,8 +179,7 @@ func New(cfg Config) *Telemetry {
 	var err error
 	t.reqDuration, err = httpconv.NewClientRequestDuration(m)
 	check(err)
-	t.active, err = httpconv.NewClientActiveRequests(m)
-	check(err)
+	check(t.newActive(m, cfg.MeterProvider))
 	t.connDuration, err = httpconv.NewClientConnectionDuration(m)
 	check(err)
 	t.openConns, err = httpconv.NewClientOpenConnectionsObservable(m)
@@ -264,20 +268,23 @@ func New(cfg Config) *Telemetry {
 	return t
 }
 
-// Close unregisters the pool gauges' callback (so the meter provider no longer
-// reads a closed client). Safe to call more than once, and on nil.
+// Close unregisters the callbacks of the pool gauges and of
+// http.client.active_requests (so the meter provider no longer reads a closed
+// client). Safe to call more than once, and on nil.
 func (t *Telemetry) Close() error {
 	if t == nil {
 		return nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.reg == nil {
-		return nil
+	var errs []error
+	for _, reg := range []*metric.Registration{&t.reg, &t.activeReg} {
+		if *reg != nil {
+			errs = append(errs, (*reg).Unregister())
+			*reg = nil
+		}
 	}
-	err := t.reg.Unregister()
-	t.reg = nil
-	return err
+	return errors.Join(errs...)
 }
 
 type routeID struct{ scheme, host, port string }
@@ -301,6 +308,7 @@ type Route struct {
 	byReject  sync.Map // peerKey{reject reason} -> metric.MeasurementOption
 	durations sync.Map // durationKey -> metric.MeasurementOption
 	byPeer    sync.Map // peer address -> *peerAttrs (peer.go)
+	inFlight  inFlight // http.client.active_requests (active.go)
 }
 
 // Route returns the Route of scheme://host:port (port in decimal), creating it

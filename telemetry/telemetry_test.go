@@ -366,26 +366,60 @@ func TestConnectionHooksCountByReasonAndPeer(t *testing.T) {
 	}
 }
 
-func BenchmarkRequestTelemetry(b *testing.B) {
-	req, _ := http.NewRequest(http.MethodGet, "http://example.test/items", nil)
-	resp := &http.Response{StatusCode: 200}
-	run := func(b *testing.B, tel *Telemetry) {
-		ctx := context.Background()
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			_, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
-			r.LeaseGranted(LeaseInfo{Reused: true, IdleTime: time.Millisecond})
-			r.Responded(resp)
-			r.ExchangeDone()
-		}
-	}
-	b.Run("noop", func(b *testing.B) { run(b, noopTelemetry()) })
+// benchRequest is one request's telemetry as the front door drives it.
+func benchRequest(ctx context.Context, tel *Telemetry, req *http.Request, resp *http.Response) {
+	_, r := tel.StartRequest(ctx, req, "http", "example.test", "80")
+	r.LeaseGranted(LeaseInfo{Reused: true, IdleTime: time.Millisecond})
+	r.Responded(resp)
+	r.ExchangeDone()
+}
+
+// benchTelemetries runs bench with no-op providers (noop), with the meter SDK
+// and no tracer (metrics: the span does not hide the metrics' cost), and with
+// the SDK's tracer and meter (sdk).
+func benchTelemetries(b *testing.B, bench func(b *testing.B, tel *Telemetry)) {
+	b.Run("noop", func(b *testing.B) { bench(b, noopTelemetry()) })
+	b.Run("metrics", func(b *testing.B) {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		defer mp.Shutdown(context.Background())
+		bench(b, New(Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: mp, Logger: discard}))
+	})
 	b.Run("sdk", func(b *testing.B) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 		defer tp.Shutdown(context.Background())
 		defer mp.Shutdown(context.Background())
-		run(b, New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}))
+		bench(b, New(Config{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: discard}))
+	})
+}
+
+func BenchmarkRequestTelemetry(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/items", nil)
+	resp := &http.Response{StatusCode: 200}
+	benchTelemetries(b, func(b *testing.B, tel *Telemetry) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			benchRequest(ctx, tel, req, resp)
+		}
+	})
+}
+
+// BenchmarkRequestTelemetryParallel is BenchmarkRequestTelemetry from every
+// core at once, all to one destination: what the writes a request shares with
+// the others (the active requests' count, the duration histogram's point, the
+// span processor) cost when they contend.
+func BenchmarkRequestTelemetryParallel(b *testing.B) {
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/items", nil)
+	resp := &http.Response{StatusCode: 200}
+	benchTelemetries(b, func(b *testing.B, tel *Telemetry) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := context.Background()
+			for pb.Next() {
+				benchRequest(ctx, tel, req, resp)
+			}
+		})
 	})
 }
 

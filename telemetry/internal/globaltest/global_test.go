@@ -1,5 +1,5 @@
-// Package globaltest checks how telemetry follows otel's global tracer
-// provider. It changes process-wide otel state, so it has a test binary of its own.
+// Package globaltest checks how telemetry follows otel's global tracer and
+// meter providers. It changes process-wide otel state, so it has a test binary of its own.
 package globaltest
 
 import (
@@ -8,10 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -62,5 +65,52 @@ func checkNothingInstalled(t *testing.T, tel *telemetry.Telemetry) {
 		_, _ = tel.StartRequest(context.Background(), plain, "http", "example.test", "80")
 	}); allocs != 0 {
 		t.Errorf("StartRequest with nothing installed: %.0f allocations per request, want 0", allocs)
+	}
+}
+
+var (
+	installMeter sync.Once
+	reader       = sdkmetric.NewManualReader() // the installed meter provider's
+)
+
+// Requests are counted in http.client.active_requests once a meter provider
+// is installed, through the instrument made on the global placeholder before
+// (it runs after the tracer's test: with nothing installed, a request costs
+// no allocation, and counting it would).
+// -count reruns it with the provider installed the first time.
+func TestActiveRequestsFollowTheGlobalMeterProviderInstalledLater(t *testing.T) {
+	tel := telemetry.New(telemetry.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer tel.Close()
+	installMeter.Do(func() {
+		otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	})
+	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+	_, r := tel.StartRequest(context.Background(), req, "http", "example.test", "80")
+	if r == nil {
+		t.Fatal("a request was not measured after a meter provider was installed")
+	}
+	active := func() (n int64, points int) {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "http.client.active_requests" {
+					for _, dp := range sum.DataPoints {
+						n += dp.Value
+						points++
+					}
+				}
+			}
+		}
+		return n, points
+	}
+	if n, points := active(); n != 1 || points != 1 {
+		t.Fatalf("active requests %d in %d points, want 1 in 1", n, points)
+	}
+	r.Failed(context.Canceled)
+	if n, points := active(); n != 0 || points != 1 {
+		t.Fatalf("active requests %d in %d points after the request, want 0 in 1", n, points)
 	}
 }

@@ -1,0 +1,203 @@
+package conn
+
+import (
+	"cmp"
+	"time"
+)
+
+// The idle watch's word (Actor.watch): the watch's state in its low two bits,
+// watchSeen, and the number of the connection's current idle period above.
+// The actor alone starts a period (onWatchIdle, from off) and ends it
+// (stopWatch, dropSocket); the timer's goroutine moves an armed period to
+// seen, or to running when it becomes the watcher, each by a
+// CompareAndSwap that fails if the period ended meanwhile. A firing that
+// finds watchSet true again leaves the period to the firing that was set.
+const (
+	watchOff     uint64 = iota
+	watchArmed          // the timer is set; no goroutine yet
+	watchRunning        // a watcher goroutine is (or was) blocked in a peek
+	watchStates  = 3    // the bits of the state
+
+	// watchSeen says the timer has seen the current idle period: it was set
+	// as the period began, or fired during it. Its next firing comes a full
+	// watch delay into the period, and watches.
+	watchSeen = 4
+	// watchPeriod is 1 in the bits that count idle periods.
+	watchPeriod = 8
+)
+
+// IdleWatchDelay is how long a connection stays idle before its socket is
+// watched: at least that long, and less than twice as long (the timer fires
+// on its own schedule, set once and not at every release; see onWatchIdle).
+// Connections that are leased again sooner (the common case under load) cost
+// no goroutine per idle period; a server's close of one of them is caught by
+// the probe before the request is written (see idleProbe), and the unsent
+// request is retried.
+//
+// A watch that was wasted doubles the socket's delay before the next, up to
+// MaxIdleWatchDelay: a watcher a lease had to interrupt (a peek blocked, then a
+// past read deadline, a wake-up and a deadline reset: several µs), and a timer
+// firing that found the connection used since it was set (a goroutine that
+// only sets the timer again). Connections re-used every few tens of
+// milliseconds, as when requests spread over hundreds of routes, stop paying
+// for a watch at every idle gap, and busy ones for a timer goroutine every 10
+// ms (0.03 goroutines a request with 16 busy connections, BenchmarkLeaseReleaseCycle);
+// the probe still finds a server's close before anything is written.
+const (
+	IdleWatchDelay    = 10 * time.Millisecond
+	MaxIdleWatchDelay = time.Second
+)
+
+// onWatchIdle arms the idle watch of a connection that has just become idle: after
+// the socket's watch delay (IdleWatchDelay, or longer, see watchDelay) a
+// goroutine blocks in a one-byte peek. A server's close (EOF) or
+// unsolicited bytes wake it, and it tells the route, so a dead connection leaves
+// the idle list before anyone leases it (the idea of Lwan's EPOLLRDHUP watch).
+// The exchange that leases the connection disarms the watch or, if
+// the watcher runs, interrupts it with a past read deadline.
+//
+// Arming costs two atomic loads and a store while the timer is set from an
+// earlier idle period: no clock read and no timer reset (BenchmarkIdleWatchCycle:
+// 6 to 9 ns a lease and release; 38 with a clock read on this VM).
+// Resetting a timer (and stopping it at every lease) made the runtime wake
+// another thread to poll for the new deadline (wakeNetPoller: a futex wake-up
+// per request with one caller). Instead the timer, when it fires, watches an
+// idle period it has seen at its previous firing, and sees the current one
+// otherwise (fireWatch).
+func (c *Actor) onWatchIdle() {
+	if c.h2 != nil {
+		return // HTTP/2 reads its socket all the time
+	}
+	w := c.watch.Load()
+	if c.nc == nil || c.broken || w&watchStates != watchOff {
+		return
+	}
+	delay := time.Duration(c.watchDelay.Load())
+	if delay == 0 {
+		delay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
+		c.watchDelay.Store(int64(delay))
+	}
+	if c.watchTimer == nil {
+		// Made stopped and set below, so that the field is written before
+		// the timer can fire (fireWatch reads it to set itself again).
+		c.watchDone = make(chan struct{}, 1)
+		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
+		c.watchTimer.Stop()
+	}
+	// Nothing but the actor changes an off word: a plain store starts the
+	// next period. It comes before the look at watchSet: a firing that
+	// clears watchSet after that look finds the period armed.
+	next := w&^(watchStates|watchSeen) + watchPeriod | watchArmed
+	c.watch.Store(next)
+	if !c.watchSet.Load() && c.watchSet.CompareAndSwap(false, true) {
+		// The timer is set now: it fires a full delay into the period, which
+		// it has seen (unless a firing still running marked it first).
+		c.watch.CompareAndSwap(next, next|watchSeen)
+		c.watchTimer.Reset(delay)
+	}
+}
+
+// fireWatch runs on the timer's goroutine. While the connection is leased
+// (the watch is off) it leaves the timer unset; when the connection is idle
+// in a period the timer has not seen (it was leased since the timer was set,
+// and idle again) it marks the period seen and sets the timer again; both
+// times the firing, a goroutine, was wasted: the socket's watch delay
+// doubles. In a period it has seen, a full delay old, it becomes the watcher,
+// unless a lease (or a stop) ended the period first. The watcher is owned by
+// the connection actor: stopWatch and onStopping wait for it.
+func (c *Actor) fireWatch() {
+	c.watchSet.Store(false)
+	for {
+		w := c.watch.Load()
+		if c.watchSet.Load() {
+			return // set again by onWatchIdle since: that firing watches
+		}
+		switch {
+		case w&watchStates != watchArmed:
+			c.backOffWatch()
+			return
+		case w&watchSeen == 0:
+			if !c.watch.CompareAndSwap(w, w|watchSeen) {
+				continue // the period ended meanwhile
+			}
+			c.backOffWatch()
+			if c.watchSet.CompareAndSwap(false, true) { // not set again by onWatchIdle meanwhile
+				c.watchTimer.Reset(time.Duration(c.watchDelay.Load()))
+			}
+			return
+		}
+		if c.watch.CompareAndSwap(w, w&^watchStates|watchRunning) {
+			break
+		}
+	}
+	_, err := c.br.Peek(1)
+	interrupted := isTimeout(err)
+	if err == nil {
+		err = errUnsolicited
+	}
+	c.watchErr = err
+	// What the report needs is read before watchDone: once it is signalled,
+	// the actor may be recycled for another socket (onRecycle) and change id.
+	sys, parent, id := c.sys, c.parent, c.id
+	c.watchDone <- struct{}{}
+	if !interrupted && !c.stopped.Load() {
+		// The route closes it. When the actor is stopping, its own Stopping
+		// closed the socket and the route may be gone: nothing to report. A
+		// report for a recycled actor's previous socket carries that socket's
+		// ID, which the route no longer knows.
+		sys.Root.Send(parent, &IdleBroken{ID: id, Err: err})
+	}
+}
+
+// disarmWatch ends the current idle period when its watch is armed (seen or
+// not): the timer stays set, and when it fires, fireWatch finds the watch
+// off. It reports whether a watcher runs instead, which the caller must
+// interrupt or wait for, and then turn off (watchOver).
+func (c *Actor) disarmWatch() (running bool) {
+	for {
+		w := c.watch.Load()
+		switch w & watchStates {
+		case watchOff:
+			return false
+		case watchRunning:
+			return true
+		}
+		if c.watch.CompareAndSwap(w, w&^(watchStates|watchSeen)) {
+			return false
+		}
+	}
+}
+
+// watchOver turns the watch off once its watcher has signalled watchDone.
+func (c *Actor) watchOver() {
+	c.watch.Store(c.watch.Load() &^ (watchStates | watchSeen))
+}
+
+// stopWatch ends the idle watch before an exchange; it returns the error that
+// makes the connection unusable, if the watcher saw one. A watch that is armed
+// but not yet looking is simply disarmed: the exchange then probes the socket
+// itself (checkIdle) before writing anything.
+func (c *Actor) stopWatch() error {
+	if c.watchTimer == nil || !c.disarmWatch() {
+		return nil
+	}
+	c.nc.SetReadDeadline(aLongTimeAgo)
+	<-c.watchDone
+	c.watchOver()
+	c.nc.SetReadDeadline(time.Time{})
+	if err := c.watchErr; !isTimeout(err) {
+		c.broken = true
+		return err
+	}
+	c.backOffWatch() // this watch was wasted: look later next time
+	return nil
+}
+
+// backOffWatch doubles the socket's watch delay, up to MaxIdleWatchDelay (or
+// Options.IdleWatchDelay when that is longer), after a wasted watch. The
+// actor and the timer's goroutine may both call it at once: one of the two
+// doublings may be lost, which only delays the back-off.
+func (c *Actor) backOffWatch() {
+	d := time.Duration(c.watchDelay.Load())
+	c.watchDelay.Store(int64(min(2*d, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay))))
+}
