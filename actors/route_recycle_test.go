@@ -170,3 +170,39 @@ func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
 	}
 	p.release(h, true, l)
 }
+
+// A client keeps about as many spare actors, over all its routes, as it may
+// have connections open: routes used once each, each losing its connection
+// to make room for the next (MaxConnsTotal 4), leave at most 4 spares, not
+// one each; dials beyond them spawn.
+func TestSpareActorsOfAllRoutesStayWithinMaxConnsTotal(t *testing.T) {
+	const routes, maxTotal = 20, 4
+	budget := &spareBudget{max: maxTotal} // NewSupervisor's, kept to read
+	p := newPool(t, 1, maxTotal, func(cfg *SupervisorConfig) { cfg.Route.spares = budget })
+	hs := make([]*routeHandle, routes)
+	for i := range hs {
+		hs[i] = p.route(hostN(i))
+		p.release(hs[i], true, p.lease(hs[i], 1)...)
+	}
+	spares := 0
+	for _, h := range hs {
+		spares += p.settle(h).spare
+	}
+	if st := p.supStats(); st.Total != maxTotal || st.Evictions != routes-maxTotal {
+		t.Fatalf("%d connections open, %d evicted; want %d and %d", st.Total, st.Evictions, maxTotal, routes-maxTotal)
+	}
+	if spares != maxTotal {
+		t.Fatalf("%d spare actors over %d routes whose connection was evicted; want %d (MaxConnsTotal)", spares, routes-maxTotal, maxTotal)
+	}
+	if n := budget.n.Load(); n != int64(spares) {
+		t.Fatalf("the client counts %d spares, its routes hold %d", n, spares)
+	}
+	// A route stopping gives its spares up.
+	for _, h := range hs {
+		p.sys.Root.Stop(h.PID)
+		<-h.Done
+	}
+	if n := budget.n.Load(); n != 0 {
+		t.Fatalf("the client counts %d spares once every route stopped; want 0", n)
+	}
+}
