@@ -291,7 +291,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 	}
 	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget),
 		outbox: make(chan offer, max(1, min(offerDepth, s.cfg.Route.MaxConnsPerRoute))),
-		tel:    s.cfg.Route.Tel.Route(m.Key.Scheme, m.Key.Host, m.Key.Port)}
+		tel:    s.cfg.Route.Tel.ActorRoute(m.Key.Scheme, m.Key.Host, m.Key.Port)}
 	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {

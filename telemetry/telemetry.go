@@ -309,6 +309,11 @@ type Route struct {
 	durations sync.Map // durationKey -> metric.MeasurementOption
 	byPeer    sync.Map // peer address -> *peerAttrs (peer.go)
 	inFlight  inFlight // http.client.active_requests (active.go)
+	// routed says a route actor measures with this Route (ActorRoute): a
+	// request that failed to one that no route actor took is forgotten
+	// with it (Request.Failed), so that requests refused before they reached
+	// a route (admission) keep no Route per host they named.
+	routed atomic.Bool
 }
 
 // Route returns the Route of scheme://host:port (port in decimal), creating it
@@ -334,6 +339,16 @@ func (t *Telemetry) Route(scheme, host, port string) *Route {
 	r.opt = metric.WithAttributeSet(r.attrs)
 	v, _ := t.routes.LoadOrStore(id, r)
 	return v.(*Route)
+}
+
+// ActorRoute is Route for a route actor, which measures its connections and
+// leases with it until it Forgets it.
+func (t *Telemetry) ActorRoute(scheme, host, port string) *Route {
+	r := t.Route(scheme, host, port)
+	if r != nil {
+		r.routed.Store(true)
+	}
+	return r
 }
 
 // Forget drops r from its Telemetry's cache, so that a client calling many

@@ -65,6 +65,32 @@ func TestAForgottenRouteIsMadeAgainOnItsNextUse(t *testing.T) {
 	(*Route)(nil).Forget()
 }
 
+// A request that failed before a route actor took its destination (refused
+// at admission) leaves no Route behind: a client refusing requests to ever
+// new hosts keeps none per host. One whose destination a route actor
+// measures keeps it.
+func TestARequestRefusedBeforeItsRouteLeavesNoRoute(t *testing.T) {
+	tel, _, _ := sdkTelemetry(t)
+	cached := func(host string) bool { _, ok := tel.routes.Load(routeID{"http", host, "80"}); return ok }
+	for _, host := range []string{"refused.test", "routed.test"} {
+		if host == "routed.test" {
+			tel.ActorRoute("http", host, "80")
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+		_, r := tel.StartRequest(context.Background(), req, "http", host, "80")
+		if !cached(host) {
+			t.Fatalf("%s: no Route while its request runs", host)
+		}
+		r.Failed(errors.New("refused"))
+	}
+	if cached("refused.test") {
+		t.Fatal("a request refused before any route actor took its destination left its Route")
+	}
+	if !cached("routed.test") {
+		t.Fatal("a failed request dropped the Route a route actor measures with")
+	}
+}
+
 func TestNilTelemetryRouteAndRequestRecordNothing(t *testing.T) {
 	var tel *Telemetry
 	req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
