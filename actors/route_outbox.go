@@ -113,7 +113,7 @@ func (r *Route) refill() {
 		if !cs.proto.exclusive() || cs.served == 0 {
 			continue
 		}
-		until := r.dueAt(cs)
+		until := r.dueAt(cs, r.clock())
 		if !until.IsZero() && !r.clock().Before(until) {
 			continue // expired: the next lease or expiry tick closes it
 		}
@@ -126,30 +126,6 @@ func (r *Route) refill() {
 		}
 		r.outbox <- offer{conn: &cs.connRef, idleSince: cs.idleSince, until: until} // never blocks: only the route sends
 	}
-}
-
-// dueAt is when cs, idle since cs.idleSince, is due for retirement (see
-// expired); zero when never.
-func (r *Route) dueAt(cs *connState) time.Time {
-	var due time.Time
-	earlier := func(t time.Time) {
-		if due.IsZero() || t.Before(due) {
-			due = t
-		}
-	}
-	if cs.lifetime > 0 {
-		earlier(cs.created.Add(cs.lifetime))
-	}
-	if !cs.idleUntil.IsZero() {
-		earlier(cs.idleUntil)
-	}
-	if r.cfg.MaxIdleTime > 0 {
-		earlier(cs.idleSince.Add(r.cfg.MaxIdleTime))
-	}
-	if d := r.learner.retireAfter(r.clock()); d > 0 {
-		earlier(cs.idleSince.Add(d))
-	}
-	return due
 }
 
 // takeBack empties the outbox: each offer it gets back goes back on the idle
