@@ -109,7 +109,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	r.proto = protoH1
 	if m.H2 != nil { // the protocol is decided here, once
 		h := &http2Conn{cs: cs, conn: m.H2}
-		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
+		cs.proto, r.h2[cs.id], r.proto, cs.connRef.h2 = h, h, protoH2, m.H2
 		r.refreshH2(h)
 	}
 	r.opened++

@@ -159,8 +159,8 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	if q.pos > 0 {
 		waited = now.Sub(q.at)
 	}
-	lease := Lease{ConnID: cs.id, Conn: cs.pid, Inbox: cs.inbox, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.proto.h2Conn()}
+	lease := cs.lease(cs.served > 0, idleFor)
+	lease.Waited, lease.QueuePos, lease.Dial = waited, q.pos, cs.dial
 	if !w.Ticket.Deliver(lease) {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
@@ -72,6 +73,14 @@ type connRef struct {
 	inbox    *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
 	netConn  net.Conn
 	tlsState *tls.ConnectionState
+	h2       *h2.Conn // an HTTP/2 connection's engine (conn.Dialed.H2); nil for HTTP/1.1
+}
+
+// lease is a Lease of the connection, reused or not, idle for idle before
+// it: what a granted lease and an offer taken have in common.
+func (c *connRef) lease(reused bool, idle time.Duration) Lease {
+	return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: reused, IdleTime: idle,
+		NetConn: c.netConn, TLSState: c.tlsState, H2: c.h2}
 }
 
 // take receives an offer from the route's outbox, if one is there, without
@@ -91,10 +100,9 @@ func (h *routeHandle) take(now time.Time) (Lease, bool) {
 			h.post(&OfferDeclined{ConnID: o.conn.id, At: now})
 			continue
 		}
-		c := o.conn
-		idle := max(0, now.Sub(o.idleSince)) // now is the call's start, which may predate the offer
-		return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: true, IdleTime: idle,
-			NetConn: c.netConn, TLSState: c.tlsState, Offered: true}, true
+		l := o.conn.lease(true, max(0, now.Sub(o.idleSince))) // now is the call's start, which may predate the offer
+		l.Offered = true
+		return l, true
 	}
 }
 

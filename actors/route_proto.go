@@ -28,9 +28,6 @@ type connProto interface {
 	// actor is recycled when it closes. An HTTP/2 connection is leased by
 	// streams (h2WithRoom) and its actor stops with it.
 	exclusive() bool
-	// h2Conn is the HTTP/2 connection a lease's holder runs its stream on
-	// (Lease.H2); nil for HTTP/1.1.
-	h2Conn() *h2.Conn
 }
 
 // http1Conn is an HTTP/1.1 connection: it serves one request at a time, and
@@ -40,7 +37,6 @@ type http1Conn struct{}
 func (http1Conn) granted(*Route, *connState) {}
 func (http1Conn) takenBack()                 {}
 func (http1Conn) exclusive() bool            { return true }
-func (http1Conn) h2Conn() *h2.Conn           { return nil }
 
 // released retires the connection (failed, not reusable, the client closing,
 // its lifetime over, MaxRequestsPerConn served) or makes it available, with
@@ -114,9 +110,8 @@ func (h *http2Conn) granted(r *Route, cs *connState) {
 	}
 }
 
-func (h *http2Conn) takenBack()       { h.streams-- }
-func (h *http2Conn) exclusive() bool  { return false }
-func (h *http2Conn) h2Conn() *h2.Conn { return h.conn }
+func (h *http2Conn) takenBack()      { h.streams-- }
+func (h *http2Conn) exclusive() bool { return false }
 
 func (h *http2Conn) released(ctx actor.Context, r *Route, _ *connState, _ *Released) {
 	r.streamEnded(ctx, h)
