@@ -185,9 +185,23 @@ func (r *Route) taken(cs *connState) {
 	cs.idleSince = time.Time{}
 	cs.leasedAt = now
 	cs.dial = DialTiming{}
-	r.leases++
-	r.reuses++
-	r.offeredN++
+	r.countOffer(true)
+}
+
+// countOffer counts a lease taken from the outbox, once the route learns of
+// it (up: every offer is of a connection that has served a request), or
+// takes that count back (an offer it had counted, given back unused or
+// declined: no lease).
+func (r *Route) countOffer(up bool) {
+	if up {
+		r.leases++
+		r.reuses++
+		r.offeredN++
+		return
+	}
+	r.leases--
+	r.reuses--
+	r.offeredN--
 }
 
 // insertIdle puts cs on the idle list in its place by idle time (the list is
@@ -227,8 +241,9 @@ func (r *Route) unlease(cs *connState) bool {
 	switch cs.phase {
 	case phaseOffered:
 		r.unoffer(cs)
-	case phaseLeased: // takeBack found it taken
+	case phaseLeased: // takeBack found it taken, and counted its lease
 		cs.idleSince = cs.leasedAt.Add(-cs.lastIdle)
+		r.countOffer(false)
 	default:
 		return false
 	}

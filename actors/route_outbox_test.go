@@ -338,3 +338,73 @@ func TestOffersKeepTheFIFOBoundAndTheLimitsUnderAHammer(t *testing.T) {
 		t.Fatalf("the hammer exercised %d takes and %d requests: both paths are needed", len(all), checked)
 	}
 }
+
+// giveBack returns l unused, as Exchange.GiveBack does: its request was
+// given up before anything was written.
+func (p *pool) giveBack(h *routeHandle, l Lease) {
+	t := &wait.Ticket[Lease]{}
+	t.Deliver(l)
+	t.Cancel()
+	p.sys.Root.Send(h.PID, &LeaseCancelled{Ticket: t})
+}
+
+// An offer given back unused counts as no lease, whether or not the route
+// had learned it was taken: here a caller who queues makes the route take
+// the outbox back and count both offers taken, then one comes back untouched
+// and goes to that caller. Leases, Reuses and Offered count the caller's
+// lease and the offer that was used, and nothing for the one given back.
+func TestAnOfferGivenBackUnusedCountsNoLease(t *testing.T) {
+	p := newPool(t, 2, 8)
+	h := p.idleRoute("a", 2)
+	p.offers(h, 2)
+	before := p.stats(h)
+	a, _ := p.take(h)
+	b, _ := p.take(h)
+	w := p.ask(h) // both taken: the route learns it as w queues
+	if !p.waiting(h, w) {
+		t.Fatal("W was served with both connections taken")
+	}
+	p.giveBack(h, a)
+	got := p.leased(w)
+	if got.ConnID != a.ConnID {
+		t.Fatalf("W got connection %d, want %d, given back", got.ConnID, a.ConnID)
+	}
+	p.release(h, true, got, b)
+	st := p.stats(h)
+	if st.Leases != before.Leases+2 || st.Reuses != before.Reuses+2 || st.Offered != before.Offered+1 {
+		t.Fatalf("leases %d, reuses %d, offered %d; want %d, %d, %d", st.Leases, st.Reuses, st.Offered,
+			before.Leases+2, before.Reuses+2, before.Offered+1)
+	}
+	if st.Open != 2 || st.Idle != 2 || st.Leased != 0 || st.Pending != 0 {
+		t.Fatalf("after the releases: %+v", st)
+	}
+}
+
+// An offer declined after the route learned it was taken counts as no lease
+// either: a caller took the offer (received it from the outbox) and was slow
+// to look at it; meanwhile W queued, which made the route count it taken;
+// the caller then finds it past its due time and declines it. The route
+// closes it as idle too long and dials for W.
+func TestAnOfferDeclinedAfterTheRouteCountedItCountsNoLease(t *testing.T) {
+	p := newPool(t, 1, 8, func(cfg *SupervisorConfig) { cfg.Route.MaxIdleTime = time.Minute })
+	h := p.idleRoute("a", 1)
+	p.offers(h, 1)
+	before := p.stats(h)
+	o := <-h.outbox // taken, not yet looked at
+	w := p.ask(h)
+	if !p.waiting(h, w) {
+		t.Fatal("W was served with the only connection taken")
+	}
+	p.sys.Root.Send(h.PID, &OfferDeclined{ConnID: o.conn.id, At: time.Now().Add(2 * time.Minute)})
+	got := p.leased(w)
+	if got.ConnID == o.conn.id || got.Reused {
+		t.Fatalf("W got %+v, want a new connection", got)
+	}
+	p.release(h, true, got)
+	st := p.stats(h)
+	if st.Leases != before.Leases+1 || st.Reuses != before.Reuses || st.Offered != before.Offered ||
+		st.ClosedBy[string(route.ReasonIdleExpired)] != 1 {
+		t.Fatalf("leases %d, reuses %d, offered %d, closed %v; want %d, %d, %d and one idle_expired", st.Leases, st.Reuses,
+			st.Offered, st.ClosedBy, before.Leases+1, before.Reuses, before.Offered)
+	}
+}
