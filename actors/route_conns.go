@@ -172,7 +172,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 
 func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	cs := r.conns[m.ID]
-	if cs != nil && cs.phase == phaseOffered {
+	if cs != nil && r.onOffer(cs) {
 		r.takeBack() // idle again if it comes back, leased if a caller took it
 	}
 	if cs == nil || cs.phase != phaseIdle {
@@ -221,7 +221,7 @@ func (r *Route) onExpire(ctx actor.Context, now time.Time) {
 // recycles or stops its actor (see spareConns) and tells the supervisor the
 // place is free.
 func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseReason) {
-	if cs.phase == phaseOffered {
+	if r.onOffer(cs) {
 		// A caller may hold it: the route takes offers back first (takeBack).
 		panic("actors: internal error: closing a connection on offer")
 	}
@@ -253,6 +253,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 	r.endpointClosed(cs)
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
+	if h := r.h2[cs.id]; h != nil && r.outboxH2 == h {
+		r.outboxH2 = nil // its offers were taken back
+	}
 	delete(r.h2, cs.id)
 	if len(r.conns) == 0 {
 		r.spares.emptied = r.clock()
@@ -274,7 +277,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
-		if cs.phase == phaseOffered {
+		if r.onOffer(cs) {
 			r.takeBack()
 		}
 		r.closeConn(ctx, cs, route.ReasonError) // never recycled: it stopped
@@ -421,21 +424,21 @@ type retirement struct {
 	reason route.CloseReason
 }
 
-// retirements are the rules that retire cs, idle since cs.idleSince, as the
+// retirements are the rules that retire cs, idle since idleSince, as the
 // route knows them at now, in the order expired names them: its lifetime, the
 // server's Keep-Alive timeout, MaxIdleTime, the idle timeout learned from the
 // server's closes. The one place they are written: expired and dueAt read
 // them.
-func (r *Route) retirements(cs *connState, now time.Time) [4]retirement {
+func (r *Route) retirements(cs *connState, idleSince, now time.Time) [4]retirement {
 	rs := [4]retirement{1: {cs.idleUntil, route.ReasonKeepAlive}}
 	if cs.lifetime > 0 {
 		rs[0] = retirement{cs.created.Add(cs.lifetime), route.ReasonLifetime}
 	}
 	if r.cfg.MaxIdleTime > 0 {
-		rs[2] = retirement{cs.idleSince.Add(r.cfg.MaxIdleTime), route.ReasonIdleExpired}
+		rs[2] = retirement{idleSince.Add(r.cfg.MaxIdleTime), route.ReasonIdleExpired}
 	}
 	if d := r.learner.retireAfter(now); d > 0 {
-		rs[3] = retirement{cs.idleSince.Add(d), route.ReasonLearnedIdle}
+		rs[3] = retirement{idleSince.Add(d), route.ReasonLearnedIdle}
 	}
 	return rs
 }
@@ -443,7 +446,7 @@ func (r *Route) retirements(cs *connState, now time.Time) [4]retirement {
 // expired reports whether cs, idle, is due for retirement at now, and why
 // (the first rule of retirements that is due).
 func (r *Route) expired(cs *connState, now time.Time) (route.CloseReason, bool) {
-	for _, rt := range r.retirements(cs, now) {
+	for _, rt := range r.retirements(cs, cs.idleSince, now) {
 		if !rt.at.IsZero() && !now.Before(rt.at) {
 			return rt.reason, true
 		}
@@ -451,11 +454,11 @@ func (r *Route) expired(cs *connState, now time.Time) (route.CloseReason, bool) 
 	return "", false
 }
 
-// dueAt is when cs, idle since cs.idleSince, is due for retirement (the
+// dueAt is when cs, idle since idleSince, is due for retirement (the
 // earliest of its retirements at now); zero when never.
-func (r *Route) dueAt(cs *connState, now time.Time) time.Time {
+func (r *Route) dueAt(cs *connState, idleSince, now time.Time) time.Time {
 	var due time.Time
-	for _, rt := range r.retirements(cs, now) {
+	for _, rt := range r.retirements(cs, idleSince, now) {
 		if !rt.at.IsZero() && (due.IsZero() || rt.at.Before(due)) {
 			due = rt.at
 		}
