@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -308,5 +310,34 @@ func TestAConnectionThatStopsTakingStreamsHasItsOffersTakenBack(t *testing.T) {
 				t.Fatalf("leases %d (offered %d), pending %d; want 3 (1), 0", st.Leases, st.Offered, st.Pending)
 			}
 		})
+	}
+}
+
+// BenchmarkStreamLeaseRelease: stream leases on one HTTP/2 connection (a
+// limit of 250 streams) and their releases, without the streams themselves:
+// what the route costs a stream. outbox=false asks the route for every
+// lease (LeaseRequest); outbox=true takes a slot from the outbox first, as
+// the pool's leases do (offered/lease: the share of leases that took one).
+func BenchmarkStreamLeaseRelease(b *testing.B) {
+	for _, callers := range []int{1, 16, 64} {
+		for _, outbox := range []bool{false, true} {
+			b.Run(fmt.Sprintf("callers=%d/outbox=%v", callers, outbox), func(b *testing.B) {
+				s, opt := withH2C(b, 250)
+				s.openGate()
+				p := newPool(b, 16, 16, opt)
+				h := p.h2Route(250)
+				b.ReportAllocs()
+				done := reportUsage(b)
+				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						leaseReleaseVia(b, p, h, outbox)
+					}
+				})
+				done()
+				st := p.stats(h)
+				b.ReportMetric(float64(st.Offered)/float64(max(st.Leases, 1)), "offered/lease")
+			})
+		}
 	}
 }
