@@ -123,12 +123,13 @@ func (h *routeHandle) take(now time.Time) (Lease, bool) {
 	return l, true
 }
 
-// refill puts idle connections in the outbox, most recently used first, while
-// it has room, nobody waits in the FIFO and the route may keep connections
-// idle (it is not closing, and no room is wanted of it). Only HTTP/1.1
-// connections that have served a request are offered (a new one is for a
-// waiter, fresh or not, through the idle list), and only those not yet due
-// for retirement. Runs after every message.
+// refill puts stream slots of an HTTP/2 connection (refillH2), or else idle
+// HTTP/1.1 connections, most recently used first, in the outbox, while it
+// has room, nobody waits in the FIFO and the route may keep connections idle
+// (it is not closing, and no room is wanted of it). Only connections that
+// have served a request are offered (a new one is for a waiter, fresh or
+// not, through the idle list), and only those not yet due for retirement.
+// Runs after every message.
 func (r *Route) refill() {
 	if r.outbox == nil || r.waiters.Len() > 0 || r.closed || r.roomWanted || r.shed || len(r.outbox) == cap(r.outbox) {
 		return
@@ -155,9 +156,10 @@ func (r *Route) refill() {
 }
 
 // takeBack empties the outbox: each offer it gets back goes back on the idle
-// list, in its place by idle time; every other connection on offer was taken
-// by a caller and is leased from now on (taken). Called before a caller
-// queues, and before the route closes, evicts or expires idle connections.
+// list, in its place by idle time (a stream slot is free again); every other
+// connection on offer was taken by a caller and is leased from now on
+// (taken; takenH2 for slots). Called before a caller queues, and before the
+// route closes, evicts or expires connections.
 func (r *Route) takeBack() {
 	if len(r.offered) == 0 && r.h2Offered == 0 {
 		return

@@ -46,15 +46,18 @@ import (
 // empty and that one has no room, the one with the most room.
 func (r *Route) refillH2() bool {
 	now := r.clock()
-	h := r.outboxH2
-	if len(r.outbox) == 0 && (h == nil || r.h2Room(h, now) <= 0) {
-		h = r.h2ToOffer(now)
+	h, room := r.outboxH2, 0
+	if h != nil {
+		room = r.h2Room(h, now)
+	}
+	if len(r.outbox) == 0 && room <= 0 {
+		h, room = r.h2ToOffer(now)
 		r.outboxH2 = h
 	}
 	if h == nil {
 		return false
 	}
-	n := min(r.h2Room(h, now), cap(r.outbox)-len(r.outbox))
+	n := min(room, cap(r.outbox)-len(r.outbox))
 	if n <= 0 {
 		return true
 	}
@@ -89,9 +92,9 @@ func (r *Route) refillH2() bool {
 }
 
 // h2ToOffer returns the HTTP/2 connection with the most room that may be
-// offered: one that has served a stream, and, if idle, is not due for
-// retirement; nil when none.
-func (r *Route) h2ToOffer(now time.Time) *http2Conn {
+// offered, and its room: one that has served a stream, and, if idle, is not
+// due for retirement; nil when none.
+func (r *Route) h2ToOffer(now time.Time) (*http2Conn, int) {
 	var best *http2Conn
 	bestRoom := 0
 	for _, h := range r.h2 {
@@ -108,7 +111,7 @@ func (r *Route) h2ToOffer(now time.Time) *http2Conn {
 			best, bestRoom = h, room
 		}
 	}
-	return best
+	return best, bestRoom
 }
 
 // offeredIdleSince keeps the earliest idle time of what is on offer (the
