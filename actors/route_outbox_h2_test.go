@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"runtime"
 	"testing"
 	"time"
@@ -339,5 +340,36 @@ func BenchmarkStreamLeaseRelease(b *testing.B) {
 				b.ReportMetric(float64(st.Offered)/float64(max(st.Leases, 1)), "offered/lease")
 			})
 		}
+	}
+}
+
+// A request that takes a stream slot from the outbox is a request like any
+// other: the second GET on an HTTP/2 connection takes an offer (no message
+// to the route), runs on the same connection, and its httptrace says the
+// connection was reused; the route counts both leases, one of them offered.
+func TestARequestOnAnOfferedStreamIsARequestLikeAnyOther(t *testing.T) {
+	s, _, p := scriptedH2(t)
+	get(t, p, s.URL()+"/?id=first")
+	h := handleOf(t, p)
+	eventually(t, "four slots on offer", func() bool { return len(h.outbox) == 4 })
+	var info httptrace.GotConnInfo
+	req := newGet(t, s.URL()+"/?id=second")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { info = i }}))
+	resp, err := roundTrip(p, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.ProtoMajor != 2 || resp.TLS == nil || !info.Reused || info.Conn == nil {
+		t.Fatalf("the offered stream's response: %s %q (%v), TLS %v; GotConn %+v", resp.Proto, body, err, resp.TLS != nil, info)
+	}
+	if cs := s.ConnsOf("second"); len(cs) != 1 || cs[0] != 0 {
+		t.Fatalf("the second request went on connections %v, want the first", cs)
+	}
+	st := snapshot(t, p).Routes[0]
+	if st.Leases != 2 || st.Offered != 1 || st.Reuses != 1 || st.Open != 1 {
+		t.Fatalf("leases %d (offered %d, reuses %d), open %d; want 2 (1, 1), 1", st.Leases, st.Offered, st.Reuses, st.Open)
 	}
 }
