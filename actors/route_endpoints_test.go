@@ -17,8 +17,7 @@ func TestARoutePublishesItsEndpointsWhenADialOrACloseChangesThem(t *testing.T) {
 	if errs := f.hold(4).release(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	var h *routeHandle
-	f.p.routes.Range(func(_, v any) bool { h = v.(*routeHandle); return false })
+	h := f.p.cachedRoute(t)
 	published := func() map[string]int {
 		out := map[string]int{}
 		if eps := h.Pub.Endpoints.Load(); eps != nil {

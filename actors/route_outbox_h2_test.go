@@ -242,17 +242,6 @@ func scriptedH2(t *testing.T) (*h2server.Server, chan *h2server.Conn, *Pool) {
 	return s, conns, p
 }
 
-// handleOf returns the pool's one route.
-func handleOf(t *testing.T, p *Pool) *routeHandle {
-	t.Helper()
-	var h *routeHandle
-	p.routes.Range(func(_, v any) bool { h = v.(*routeHandle); return false })
-	if h == nil {
-		t.Fatal("no route")
-	}
-	return h
-}
-
 // A connection that stops taking streams has its offers taken back, and a
 // slot a caller took before sends nothing: on a GOAWAY, or on SETTINGS that
 // lower MAX_CONCURRENT_STREAMS to 0, the outbox empties, the held slot's
@@ -275,7 +264,7 @@ func TestAConnectionThatStopsTakingStreamsHasItsOffersTakenBack(t *testing.T) {
 				t.Fatal("no body")
 			}
 			c := <-conns
-			h := handleOf(t, p)
+			h := p.cachedRoute(t)
 			eventually(t, "four slots on offer", func() bool { return len(h.outbox) == 4 })
 			held, ok := h.take(time.Now())
 			if !ok || held.H2 == nil {
@@ -327,17 +316,7 @@ func BenchmarkStreamLeaseRelease(b *testing.B) {
 				s.openGate()
 				p := newPool(b, 16, 16, opt)
 				h := p.h2Route(250)
-				b.ReportAllocs()
-				done := reportUsage(b)
-				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						leaseReleaseVia(b, p, h, outbox)
-					}
-				})
-				done()
-				st := p.stats(h)
-				b.ReportMetric(float64(st.Offered)/float64(max(st.Leases, 1)), "offered/lease")
+				leaseReleaseFrom(b, p, h, callers, outbox)
 			})
 		}
 	}
@@ -350,7 +329,7 @@ func BenchmarkStreamLeaseRelease(b *testing.B) {
 func TestARequestOnAnOfferedStreamIsARequestLikeAnyOther(t *testing.T) {
 	s, _, p := scriptedH2(t)
 	get(t, p, s.URL()+"/?id=first")
-	h := handleOf(t, p)
+	h := p.cachedRoute(t)
 	eventually(t, "four slots on offer", func() bool { return len(h.outbox) == 4 })
 	var info httptrace.GotConnInfo
 	req := newGet(t, s.URL()+"/?id=second")
@@ -372,4 +351,27 @@ func TestARequestOnAnOfferedStreamIsARequestLikeAnyOther(t *testing.T) {
 	if st.Leases != 2 || st.Offered != 1 || st.Reuses != 1 || st.Open != 1 {
 		t.Fatalf("leases %d (offered %d, reuses %d), open %d; want 2 (1, 1), 1", st.Leases, st.Offered, st.Reuses, st.Open)
 	}
+}
+
+// leaseReleaseFrom runs the benchmark's leases and releases on h from
+// callers callers (leaseReleaseVia), reporting CPU and context switches per
+// op (reportUsage) and the share of leases taken from the outbox.
+func leaseReleaseFrom(b *testing.B, p *pool, h *routeHandle, callers int, outbox bool) {
+	b.ReportAllocs()
+	done := reportUsage(b)
+	if callers == 1 {
+		for b.Loop() {
+			leaseReleaseVia(b, p, h, outbox)
+		}
+	} else {
+		b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				leaseReleaseVia(b, p, h, outbox)
+			}
+		})
+	}
+	done()
+	st := p.stats(h)
+	b.ReportMetric(float64(st.Offered)/float64(max(st.Leases, 1)), "offered/lease")
 }
