@@ -128,7 +128,7 @@
 //   - The route's outbox (Route.outbox, route_outbox.go) is a buffered channel
 //     that only the route sends to, inside its Receive, and only while no
 //     caller waits in its FIFO: it offers idle HTTP/1.1 connections, at most
-//     idleOffers, the most recently used, or stream slots of one HTTP/2
+//     offerDepth, the most recently used, or stream slots of one HTTP/2
 //     connection (route_outbox_h2.go), never both at once. A caller's lease
 //     first tries a non-blocking receive from it; taking an offer is
 //     receiving a message from the route, and the connection, or the stream,

@@ -168,7 +168,7 @@ type Route struct {
 	// had granted it, until its Released. The route takes offers back by
 	// receiving from it (takeBack) before a caller queues and before it
 	// closes, evicts or expires connections: what it gets back was free, what
-	// it cannot get back was leased. At most idleOffers idle connections, the
+	// it cannot get back was leased. At most offerDepth idle connections, the
 	// most recently used, so that the others expire as idle ones do; stream
 	// slots up to its capacity, each counted as a stream in use.
 	outbox chan offer

@@ -43,7 +43,7 @@ import (
 // moment it is offered, so that every stream limit holds for what callers
 // may take.
 //
-// At most idleOffers HTTP/1.1 connections are offered, the most recently
+// At most offerDepth HTTP/1.1 connections are offered, the most recently
 // used idle ones: if every idle connection were offered, callers would take the oldest
 // offer first and use every connection in turn, none would stay idle long
 // enough to expire, and a pool grown by a burst would never shrink. With a
@@ -51,18 +51,15 @@ import (
 // only those few rotate; the others stay on the idle list in LRU order and
 // expire, or are evicted, as before.
 
-// offerDepth is the outbox's capacity (fewer when MaxConnsPerRoute is
-// lower): how many HTTP/2 stream slots a route offers at most. Every Released
-// runs the route and refills the outbox; a lease that finds it empty
-// meanwhile sends a LeaseRequest, which the idle list or a free stream serves
-// as fast, only with a message more. The depth is what callers released
-// together (a mailbox runner handles up to 16 messages in a row) may take
-// again before the route has refilled.
-const offerDepth = 16
-
-// idleOffers is how many idle HTTP/1.1 connections a route offers at most:
-// a few, so that only those rotate (see above).
-const idleOffers = 4
+// offerDepth is the outbox's capacity: how many idle connections, or stream
+// slots, a route offers at most (fewer when MaxConnsPerRoute is lower).
+// Every Released runs the route and refills the outbox; a lease that finds
+// it empty meanwhile sends a LeaseRequest, which the idle list or a free
+// stream serves as fast, only with a message more. For stream slots, 16 did
+// no better than 4, in BenchmarkStreamLeaseRelease (64 callers took an offer
+// for 0.88 to 0.99 of their leases with either) and in connbench's HTTP/2
+// cells (BENCHMARKS.md), and would have quadrupled every route's outbox.
+const offerDepth = 4
 
 // offer is an idle HTTP/1.1 connection, or a stream slot of an HTTP/2
 // connection (conn.h2 set), in a route's outbox: a value, never changed once
@@ -137,7 +134,7 @@ func (r *Route) refill() {
 	if len(r.h2) > 0 && r.refillH2() {
 		return // the outbox holds stream slots: no HTTP/1.1 offer beside them
 	}
-	for i := len(r.idle) - 1; i >= 0 && len(r.outbox) < min(cap(r.outbox), idleOffers); i-- {
+	for i := len(r.idle) - 1; i >= 0 && len(r.outbox) < cap(r.outbox); i-- {
 		cs := r.idle[i]
 		if !cs.proto.exclusive() || cs.served == 0 {
 			continue

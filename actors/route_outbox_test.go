@@ -104,8 +104,8 @@ func TestStatsCountOffersInTheOutboxAsIdleAndTakenOnesAsLeased(t *testing.T) {
 	}
 }
 
-// Only idleOffers connections rotate: one caller doing requests one after
-// another on a route with 16 idle connections uses at most idleOffers of
+// Only offerDepth connections rotate: one caller doing requests one after
+// another on a route with 16 idle connections uses at most offerDepth of
 // them, and the others expire after MaxIdleTime as idle connections do (the
 // bubble's fake clock, with the supervisor's expiry ticks).
 func TestOffersRotateOnlyAFewConnectionsAndTheRestExpire(t *testing.T) {
@@ -126,8 +126,8 @@ func TestOffersRotateOnlyAFewConnectionsAndTheRestExpire(t *testing.T) {
 			time.Sleep(time.Second)
 			synctest.Wait()
 		}
-		if len(used) > idleOffers {
-			t.Fatalf("%d connections used by one caller, want at most %d", len(used), idleOffers)
+		if len(used) > offerDepth {
+			t.Fatalf("%d connections used by one caller, want at most %d", len(used), offerDepth)
 		}
 		st := p.stats(h)
 		if st.Open != len(used) || int(st.ClosedBy[string(route.ReasonIdleExpired)]) != 16-len(used) {
