@@ -117,23 +117,7 @@ func BenchmarkLeaseRelease(b *testing.B) {
 		b.Run(fmt.Sprintf("outbox/callers=%d/conns=%d", c.callers, c.conns), func(b *testing.B) {
 			p := newPool(b, c.conns, c.conns)
 			h := p.idleRoute(hostN(0), c.conns)
-			b.ReportAllocs()
-			done := reportUsage(b)
-			if c.callers == 1 {
-				for b.Loop() {
-					leaseReleaseVia(b, p, h, true)
-				}
-			} else {
-				b.SetParallelism(max(1, c.callers/runtime.GOMAXPROCS(0)))
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						leaseReleaseVia(b, p, h, true)
-					}
-				})
-			}
-			done()
-			st := p.stats(h)
-			b.ReportMetric(float64(st.Offered)/float64(max(st.Leases, 1)), "offered/lease")
+			leaseReleaseFrom(b, p, h, c.callers, true)
 		})
 	}
 	for _, conns := range []int{64, 16} {

@@ -202,7 +202,7 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 
 // release sends the lease's one Released: m, for the lease's connection.
 func (x *Exchange) release(m Released) {
-	m.ConnID = x.got.ConnID
+	m.ConnID, m.Offered = x.got.ConnID, x.got.Offered
 	x.released = m
 	x.route.post(&x.released)
 }

@@ -109,7 +109,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	r.proto = protoH1
 	if m.H2 != nil { // the protocol is decided here, once
 		h := &http2Conn{cs: cs, conn: m.H2}
-		cs.proto, r.h2[cs.id], r.proto = h, h, protoH2
+		cs.proto, r.h2[cs.id], r.proto, cs.connRef.h2 = h, h, protoH2, m.H2
 		r.refreshH2(h)
 	}
 	r.opened++
@@ -172,7 +172,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 
 func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	cs := r.conns[m.ID]
-	if cs != nil && cs.phase == phaseOffered {
+	if cs != nil && r.onOffer(cs) {
 		r.takeBack() // idle again if it comes back, leased if a caller took it
 	}
 	if cs == nil || cs.phase != phaseIdle {
@@ -206,22 +206,11 @@ func (r *Route) onEvictIdle(ctx actor.Context) {
 	ctx.Send(r.sup, &IdleEvicted{From: r.self, Evicted: evicted})
 }
 
-func (r *Route) onExpire(ctx actor.Context, now time.Time) {
-	for i := 0; i < len(r.idle); {
-		cs := r.idle[i]
-		if reason, dead := r.expired(cs, now); dead {
-			r.closeConn(ctx, cs, reason)
-			continue
-		}
-		i++
-	}
-}
-
 // closeConn closes a connection's socket now (CloseNow does not block),
 // recycles or stops its actor (see spareConns) and tells the supervisor the
 // place is free.
 func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseReason) {
-	if cs.phase == phaseOffered {
+	if r.onOffer(cs) {
 		// A caller may hold it: the route takes offers back first (takeBack).
 		panic("actors: internal error: closing a connection on offer")
 	}
@@ -253,6 +242,9 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 	r.endpointClosed(cs)
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
+	if h := r.h2[cs.id]; h != nil && r.outboxH2 == h {
+		r.outboxH2 = nil // its offers were taken back
+	}
 	delete(r.h2, cs.id)
 	if len(r.conns) == 0 {
 		r.spares.emptied = r.clock()
@@ -274,7 +266,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
-		if cs.phase == phaseOffered {
+		if r.onOffer(cs) {
 			r.takeBack()
 		}
 		r.closeConn(ctx, cs, route.ReasonError) // never recycled: it stopped
@@ -412,22 +404,6 @@ func drop(pids *[]*actor.PID, pid *actor.PID) bool {
 		}
 	}
 	return false
-}
-
-func (r *Route) expired(cs *connState, now time.Time) (route.CloseReason, bool) {
-	idle := now.Sub(cs.idleSince)
-	switch {
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return route.ReasonLifetime, true
-	case !cs.idleUntil.IsZero() && !now.Before(cs.idleUntil):
-		return route.ReasonKeepAlive, true
-	case r.cfg.MaxIdleTime > 0 && idle >= r.cfg.MaxIdleTime:
-		return route.ReasonIdleExpired, true
-	}
-	if d := r.learner.retireAfter(now); d > 0 && idle >= d {
-		return route.ReasonLearnedIdle, true
-	}
-	return "", false
 }
 
 // dialLife is the context of the next dial: the client's lifetime, carrying the

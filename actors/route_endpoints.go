@@ -21,6 +21,10 @@ type routeEndpoints struct {
 	resolver *actor.PID // the host's resolver (EndpointsResolved.From)
 	at       time.Time  // the last successful lookup
 	err      string     // the last lookup's error ("" when it succeeded)
+	// changed is set where the set's addresses or their open counts change
+	// (a new set, a dial, a move, a close) and cleared when publishEndpoints
+	// has stored them: most messages (a lease, a release) change neither.
+	changed bool
 }
 
 // newRouteEndpoints returns the endpoints of route k.
@@ -55,6 +59,7 @@ func (r *Route) onEndpointsResolved(ctx actor.Context, m *EndpointsResolved) {
 		addrs[i] = netip.AddrPortFrom(a, e.port)
 	}
 	e.set.update(addrs)
+	e.changed = true
 	for _, cs := range r.conns {
 		if cs.ep == nil && cs.peer.IsValid() {
 			cs.ep = e.set.adopt(cs.peer)
@@ -94,6 +99,7 @@ func (r *Route) dialTo() (conn.Endpoints, *endpoint) {
 		return conn.Endpoints{}, nil
 	}
 	r.eps.set.dialing(primary)
+	r.eps.changed = true
 	to := conn.Endpoints{Primary: primary.addr}
 	if fallback != nil {
 		to.Fallback = fallback.addr
@@ -113,11 +119,13 @@ func (r *Route) endpointDialed(cs *connState, m *conn.Dialed) {
 		if !e.set.empty() {
 			cs.ep = e.set.adopt(m.Peer)
 			cs.ep.open++
+			e.changed = true
 		}
 	case cs.ep.addr != m.Peer:
 		if to := e.set.find(m.Peer); to != nil {
 			e.set.moved(cs.ep, to)
 			cs.ep = to
+			e.changed = true
 		}
 	}
 	if cs.ep != nil && e.set.connected(cs.ep) {
@@ -173,6 +181,7 @@ func dialPeer(m *conn.Dialed) netip.AddrPort {
 func (r *Route) endpointClosed(cs *connState) {
 	if cs.ep != nil {
 		r.eps.set.closed(cs.ep)
+		r.eps.changed = true
 		cs.ep = nil
 	}
 }
@@ -211,24 +220,14 @@ func (r *Route) endpointStats() []route.EndpointStats {
 
 // publishEndpoints stores each endpoint's open connections for the gauges
 // (routePublished.Endpoints) when the set or a count changed since the last
-// store: a dial, a close or a new resolution, not a lease or a release.
+// store (routeEndpoints.changed): a dial, a close or a new resolution, not a
+// lease or a release.
 func (r *Route) publishEndpoints() {
-	if !r.eps.on {
+	if !r.eps.changed {
 		return
 	}
+	r.eps.changed = false
 	list := r.eps.set.list
-	if old := r.pub.Endpoints.Load(); old != nil && len(*old) == len(list) {
-		same := true
-		for i, e := range list {
-			if (*old)[i].Addr != e.addr || (*old)[i].Open != e.open {
-				same = false
-				break
-			}
-		}
-		if same {
-			return
-		}
-	}
 	out := make([]route.EndpointStats, len(list))
 	for i, e := range list {
 		out[i] = route.EndpointStats{Addr: e.addr, Open: e.open}

@@ -26,7 +26,7 @@ type h2cServer struct {
 }
 
 // withH2C makes the pool's routes dial s: plain http routes speaking HTTP/2.
-func withH2C(t *testing.T, maxStreams uint32) (*h2cServer, poolOpt) {
+func withH2C(t testing.TB, maxStreams uint32) (*h2cServer, poolOpt) {
 	s := &h2cServer{srv: &http2.Server{MaxConcurrentStreams: maxStreams}, gate: make(chan struct{})}
 	t.Cleanup(s.close) // after the pool's own cleanup, which stops the actors
 	return s, func(cfg *SupervisorConfig) {

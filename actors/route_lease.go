@@ -57,15 +57,10 @@ func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 	if m.Fresh {
 		return false
 	}
-	cs := r.h2WithRoom(ctx, m.Avoid)
-	if cs != nil && r.waiterFor(cs) {
-		cs = nil
-	}
-	if cs == nil && r.waiters.Len() == r.freshWaiters {
-		if cs = r.popIdle(ctx); cs == nil && len(r.offered) > 0 {
-			r.takeBack() // what is still on offer serves m rather than a later caller
-			cs = r.popIdle(ctx)
-		}
+	cs := r.freeNow(ctx, m)
+	if cs == nil && (len(r.offered) > 0 || r.h2Offered > 0) {
+		r.takeBack() // what is still on offer serves m rather than a later caller
+		cs = r.freeNow(ctx, m)
 	}
 	if cs == nil {
 		return false
@@ -74,6 +69,19 @@ func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 		r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes
 	}
 	return true
+}
+
+// freeNow returns a connection m may be leased at once (see leaseNow), or
+// nil: one with a free stream, or an idle one.
+func (r *Route) freeNow(ctx actor.Context, m *LeaseRequest) *connState {
+	cs := r.h2WithRoom(ctx, m.Avoid)
+	if cs != nil && r.waiterFor(cs) {
+		cs = nil
+	}
+	if cs == nil && r.waiters.Len() == r.freshWaiters {
+		cs = r.popIdle(ctx)
+	}
+	return cs
 }
 
 // onLeaseCancelled drops a waiter that gave up, and takes back a connection
@@ -110,12 +118,19 @@ func (r *Route) dequeued(w waiter) queuedAt {
 
 func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	cs := r.conns[m.ConnID]
-	if cs != nil && cs.phase == phaseOffered {
+	if cs == nil {
+		return // closed meanwhile (client close)
+	}
+	if h, ok := cs.proto.(*http2Conn); ok {
+		if m.Offered {
+			r.heardH2(h) // a slot taken from the outbox: a leased stream, counted now if not yet
+		}
+	} else if cs.phase == phaseOffered {
 		r.unoffer(cs)
 		r.taken(cs) // taken from the outbox: its lease is counted now
 	}
-	if cs == nil || cs.phase != phaseLeased {
-		return // closed meanwhile (client close)
+	if cs.phase != phaseLeased {
+		return
 	}
 	cs.proto.released(ctx, r, cs, m)
 }
@@ -159,8 +174,8 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	if q.pos > 0 {
 		waited = now.Sub(q.at)
 	}
-	lease := Lease{ConnID: cs.id, Conn: cs.pid, Inbox: cs.inbox, Reused: cs.served > 0, IdleTime: idleFor,
-		Waited: waited, QueuePos: q.pos, Dial: cs.dial, NetConn: cs.netConn, TLSState: cs.tlsState, H2: cs.proto.h2Conn()}
+	lease := cs.lease(cs.served > 0, idleFor)
+	lease.Waited, lease.QueuePos, lease.Dial = waited, q.pos, cs.dial
 	if !w.Ticket.Deliver(lease) {
 		return false
 	}

@@ -107,6 +107,10 @@ type Released struct {
 	Stale    bool
 	Failed   bool
 	Idle     time.Duration
+	// Offered says the lease was taken from the route's outbox
+	// (Lease.Offered): for an HTTP/2 stream, the route may learn of the
+	// lease only from this Released.
+	Offered bool
 }
 
 // PermitGranted is sent by the supervisor to a route that asked for a

@@ -7,16 +7,18 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
 
 // The route's outbox: the one way state leaves a route's Receive without a
-// reply. A route that has idle HTTP/1.1 connections and nobody waiting in
-// its FIFO offers some of them in a buffered channel, and a caller's lease
-// takes one with a non-blocking receive, without a message to the route: an
-// uncontended request then costs the route one message (its Released), not
-// two. The rules:
+// reply. A route that has idle HTTP/1.1 connections, or an HTTP/2
+// connection with free streams, and nobody waiting in its FIFO offers some
+// of them in a buffered channel, and a caller's lease takes one with a
+// non-blocking receive, without a message to the route: an uncontended
+// request then costs the route one message (its Released), not two. The
+// rules:
 //
 //  1. Only the route sends to its outbox, inside its Receive, and only while
 //     no caller waits in its FIFO (refill): a caller that queued is never
@@ -36,26 +38,35 @@ import (
 //     closes, evicts or expires idle connections, or stops.
 //  5. Releases stay messages.
 //
-// At most offerDepth connections are offered, the most recently used idle
-// ones: if every idle connection were offered, callers would take the oldest
+// HTTP/2 offers follow the same rules, for stream slots (route_outbox_h2.go):
+// each offer is one stream of one connection, counted as in use from the
+// moment it is offered, so that every stream limit holds for what callers
+// may take.
+//
+// At most offerDepth HTTP/1.1 connections are offered, the most recently
+// used idle ones: if every idle connection were offered, callers would take the oldest
 // offer first and use every connection in turn, none would stay idle long
 // enough to expire, and a pool grown by a burst would never shrink. With a
 // few offers, refilled from the most recently used end of the idle list,
 // only those few rotate; the others stay on the idle list in LRU order and
 // expire, or are evicted, as before.
 
-// offerDepth is the outbox's capacity: how many idle connections a route
-// offers at most (fewer when MaxConnsPerRoute is lower). Every Released runs
-// the route and refills the outbox; a lease that finds it empty meanwhile
-// sends a LeaseRequest, which the idle list serves as fast, only with a
-// message more.
+// offerDepth is the outbox's capacity: how many idle connections, or stream
+// slots, a route offers at most (fewer when MaxConnsPerRoute is lower).
+// Every Released runs the route and refills the outbox; a lease that finds
+// it empty meanwhile sends a LeaseRequest, which the idle list or a free
+// stream serves as fast, only with a message more. For stream slots, 16 did
+// no better than 4, in BenchmarkStreamLeaseRelease (64 callers took an offer
+// for 0.88 to 0.99 of their leases with either) and in connbench's HTTP/2
+// cells (BENCHMARKS.md), and would have quadrupled every route's outbox.
 const offerDepth = 4
 
-// offer is an idle HTTP/1.1 connection in a route's outbox: a value, never
-// changed once sent.
+// offer is an idle HTTP/1.1 connection, or a stream slot of an HTTP/2
+// connection (conn.h2 set), in a route's outbox: a value, never changed once
+// sent.
 type offer struct {
 	conn      *connRef
-	idleSince time.Time
+	idleSince time.Time // zero for a slot of an HTTP/2 connection that carries streams
 	// until is when the route retires the connection if it is still idle
 	// then (MaxIdleTime, the server's Keep-Alive timeout, the learned idle
 	// timeout, MaxLifetime; zero: never). A caller that takes the offer at
@@ -72,48 +83,63 @@ type connRef struct {
 	inbox    *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
 	netConn  net.Conn
 	tlsState *tls.ConnectionState
+	h2       *h2.Conn // an HTTP/2 connection's engine (conn.Dialed.H2); nil for HTTP/1.1
+}
+
+// lease is a Lease of the connection, reused or not, idle for idle before
+// it: what a granted lease and an offer taken have in common.
+func (c *connRef) lease(reused bool, idle time.Duration) Lease {
+	return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: reused, IdleTime: idle,
+		NetConn: c.netConn, TLSState: c.tlsState, H2: c.h2}
 }
 
 // take receives an offer from the route's outbox, if one is there, without
 // blocking: on an empty outbox it is a load, and takes no lock. now is when
 // the caller's request started (or later). It reports false, with nothing
-// taken, when the outbox is empty; an offer taken past its due time is
-// declined (OfferDeclined) and the next one tried.
+// taken, when the outbox is empty, or when the offer it took was past its
+// due time: it declines that one (OfferDeclined), and the caller leases
+// another way (the route may offer the slot of a busy HTTP/2 connection
+// again, which a caller ahead of the route's clock would decline forever).
 func (h *routeHandle) take(now time.Time) (Lease, bool) {
-	for {
-		var o offer
-		select {
-		case o = <-h.outbox:
-		default:
-			return Lease{}, false
-		}
-		if !o.until.IsZero() && !now.Before(o.until) {
-			h.post(&OfferDeclined{ConnID: o.conn.id, At: now})
-			continue
-		}
-		c := o.conn
-		idle := max(0, now.Sub(o.idleSince)) // now is the call's start, which may predate the offer
-		return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: true, IdleTime: idle,
-			NetConn: c.netConn, TLSState: c.tlsState, Offered: true}, true
+	var o offer
+	select {
+	case o = <-h.outbox:
+	default:
+		return Lease{}, false
 	}
+	if !o.until.IsZero() && !now.Before(o.until) {
+		h.post(&OfferDeclined{ConnID: o.conn.id, At: now})
+		return Lease{}, false
+	}
+	var idle time.Duration
+	if !o.idleSince.IsZero() {
+		idle = max(0, now.Sub(o.idleSince)) // now is the call's start, which may predate the offer
+	}
+	l := o.conn.lease(true, idle)
+	l.Offered = true
+	return l, true
 }
 
-// refill puts idle connections in the outbox, most recently used first, while
-// it has room, nobody waits in the FIFO and the route may keep connections
-// idle (it is not closing, and no room is wanted of it). Only HTTP/1.1
-// connections that have served a request are offered (a new one is for a
-// waiter, fresh or not, through the idle list), and only those not yet due
-// for retirement. Runs after every message.
+// refill puts stream slots of an HTTP/2 connection (refillH2), or else idle
+// HTTP/1.1 connections, most recently used first, in the outbox, while it
+// has room, nobody waits in the FIFO and the route may keep connections idle
+// (it is not closing, and no room is wanted of it). Only connections that
+// have served a request are offered (a new one is for a waiter, fresh or
+// not, through the idle list), and only those not yet due for retirement.
+// Runs after every message.
 func (r *Route) refill() {
-	if r.outbox == nil || r.waiters.Len() > 0 || r.closed || r.roomWanted || r.shed || len(r.idle) == 0 {
+	if r.outbox == nil || r.waiters.Len() > 0 || r.closed || r.roomWanted || r.shed || len(r.outbox) == cap(r.outbox) {
 		return
+	}
+	if len(r.h2) > 0 && r.refillH2() {
+		return // the outbox holds stream slots: no HTTP/1.1 offer beside them
 	}
 	for i := len(r.idle) - 1; i >= 0 && len(r.outbox) < cap(r.outbox); i-- {
 		cs := r.idle[i]
 		if !cs.proto.exclusive() || cs.served == 0 {
 			continue
 		}
-		until := r.dueAt(cs)
+		until := r.dueAt(cs, cs.idleSince, r.clock())
 		if !until.IsZero() && !r.clock().Before(until) {
 			continue // expired: the next lease or expiry tick closes it
 		}
@@ -121,43 +147,18 @@ func (r *Route) refill() {
 		cs.phase = phaseOffered
 		cs.offerIdx = len(r.offered)
 		r.offered = append(r.offered, cs)
-		if since := cs.idleSince.UnixNano(); r.offerLRU == 0 || since < r.offerLRU {
-			r.offerLRU = since
-		}
+		r.offeredIdleSince(cs.idleSince)
 		r.outbox <- offer{conn: &cs.connRef, idleSince: cs.idleSince, until: until} // never blocks: only the route sends
 	}
 }
 
-// dueAt is when cs, idle since cs.idleSince, is due for retirement (see
-// expired); zero when never.
-func (r *Route) dueAt(cs *connState) time.Time {
-	var due time.Time
-	earlier := func(t time.Time) {
-		if due.IsZero() || t.Before(due) {
-			due = t
-		}
-	}
-	if cs.lifetime > 0 {
-		earlier(cs.created.Add(cs.lifetime))
-	}
-	if !cs.idleUntil.IsZero() {
-		earlier(cs.idleUntil)
-	}
-	if r.cfg.MaxIdleTime > 0 {
-		earlier(cs.idleSince.Add(r.cfg.MaxIdleTime))
-	}
-	if d := r.learner.retireAfter(r.clock()); d > 0 {
-		earlier(cs.idleSince.Add(d))
-	}
-	return due
-}
-
 // takeBack empties the outbox: each offer it gets back goes back on the idle
-// list, in its place by idle time; every other connection on offer was taken
-// by a caller and is leased from now on (taken). Called before a caller
-// queues, and before the route closes, evicts or expires idle connections.
+// list, in its place by idle time (a stream slot is free again); every other
+// connection on offer was taken by a caller and is leased from now on
+// (taken; takenH2 for slots). Called before a caller queues, and before the
+// route closes, evicts or expires connections.
 func (r *Route) takeBack() {
-	if len(r.offered) == 0 {
+	if len(r.offered) == 0 && r.h2Offered == 0 {
 		return
 	}
 	r.offerLRU = 0
@@ -171,7 +172,13 @@ func (r *Route) takeBack() {
 			}
 			clear(r.offered)
 			r.offered = r.offered[:0]
+			r.takenH2()
 			return
+		}
+		if o.conn.h2 != nil {
+			r.h2[o.conn.id].offered-- // a stream slot back: free again
+			r.h2Offered--
+			continue
 		}
 		cs := r.conns[o.conn.id]
 		r.unoffer(cs)
@@ -201,9 +208,23 @@ func (r *Route) taken(cs *connState) {
 	cs.idleSince = time.Time{}
 	cs.leasedAt = now
 	cs.dial = DialTiming{}
-	r.leases++
-	r.reuses++
-	r.offeredN++
+	r.countOffer(true)
+}
+
+// countOffer counts a lease taken from the outbox, once the route learns of
+// it (up: every offer is of a connection that has served a request), or
+// takes that count back (an offer it had counted, given back unused or
+// declined: no lease).
+func (r *Route) countOffer(up bool) {
+	if up {
+		r.leases++
+		r.reuses++
+		r.offeredN++
+		return
+	}
+	r.leases--
+	r.reuses--
+	r.offeredN--
 }
 
 // insertIdle puts cs on the idle list in its place by idle time (the list is
@@ -226,6 +247,19 @@ func (r *Route) insertIdle(cs *connState) {
 // reason it was due then.
 func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 	cs := r.conns[m.ConnID]
+	if h, ok := r.h2[m.ConnID]; ok {
+		r.giveBackH2(ctx, h)
+		if h.streams > 0 {
+			return // it carries streams: not idle, not due
+		}
+		if reason, dead := r.expired(cs, m.At); dead {
+			r.takeBack() // its other slots: no caller takes them from now on
+			if cs.idleIdx >= 0 {
+				r.closeConn(ctx, cs, reason) // unless a caller took one meanwhile
+			}
+		}
+		return
+	}
 	if cs == nil || !r.unlease(cs) {
 		return
 	}
@@ -243,8 +277,9 @@ func (r *Route) unlease(cs *connState) bool {
 	switch cs.phase {
 	case phaseOffered:
 		r.unoffer(cs)
-	case phaseLeased: // takeBack found it taken
+	case phaseLeased: // takeBack found it taken, and counted its lease
 		cs.idleSince = cs.leasedAt.Add(-cs.lastIdle)
+		r.countOffer(false)
 	default:
 		return false
 	}
@@ -258,6 +293,10 @@ func (r *Route) unlease(cs *connState) bool {
 // can take it, or back on the idle list as it was (idle since it was last
 // used).
 func (r *Route) offerBack(ctx actor.Context, cs *connState) {
+	if h, ok := cs.proto.(*http2Conn); ok {
+		r.giveBackH2(ctx, h)
+		return
+	}
 	if !r.unlease(cs) || r.drained(ctx, cs) {
 		return
 	}

@@ -28,9 +28,6 @@ type connProto interface {
 	// actor is recycled when it closes. An HTTP/2 connection is leased by
 	// streams (h2WithRoom) and its actor stops with it.
 	exclusive() bool
-	// h2Conn is the HTTP/2 connection a lease's holder runs its stream on
-	// (Lease.H2); nil for HTTP/1.1.
-	h2Conn() *h2.Conn
 }
 
 // http1Conn is an HTTP/1.1 connection: it serves one request at a time, and
@@ -40,7 +37,6 @@ type http1Conn struct{}
 func (http1Conn) granted(*Route, *connState) {}
 func (http1Conn) takenBack()                 {}
 func (http1Conn) exclusive() bool            { return true }
-func (http1Conn) h2Conn() *h2.Conn           { return nil }
 
 // released retires the connection (failed, not reusable, the client closing,
 // its lifetime over, MaxRequestsPerConn served) or makes it available, with
@@ -103,9 +99,18 @@ type http2Conn struct {
 	cs       *connState
 	conn     *h2.Conn
 	limit    int  // streams the connection takes (its peer's and the local cap)
-	streams  int  // streams leased
+	streams  int  // streams leased (granted, or offered and known taken)
 	draining bool // takes no new stream; closes when its last one ends
+	// offered is its stream slots in the outbox or taken by callers the route
+	// has not heard from (route_outbox_h2.go); taken is those a take-back
+	// found taken, counted in streams, whose Released has not come yet. Both
+	// count against its limit as streams do.
+	offered, taken int
 }
+
+// inUse is the streams the connection carries or may carry without the
+// route's leave: leased and offered.
+func (h *http2Conn) inUse() int { return h.streams + h.offered }
 
 func (h *http2Conn) granted(r *Route, cs *connState) {
 	h.streams++
@@ -114,9 +119,8 @@ func (h *http2Conn) granted(r *Route, cs *connState) {
 	}
 }
 
-func (h *http2Conn) takenBack()       { h.streams-- }
-func (h *http2Conn) exclusive() bool  { return false }
-func (h *http2Conn) h2Conn() *h2.Conn { return h.conn }
+func (h *http2Conn) takenBack()      { h.streams-- }
+func (h *http2Conn) exclusive() bool { return false }
 
 func (h *http2Conn) released(ctx actor.Context, r *Route, _ *connState, _ *Released) {
 	r.streamEnded(ctx, h)
