@@ -61,6 +61,16 @@ import (
 // cells (BENCHMARKS.md), and would have quadrupled every route's outbox.
 const offerDepth = 4
 
+// outboxDepth is the capacity of route k's outbox: offerDepth, or fewer for
+// a route that may hold fewer HTTP/1.1 connections; a route that may speak
+// HTTP/2 offers stream slots, which one connection may hold offerDepth of.
+func outboxDepth(k route.Key, cfg *RouteConfig) int {
+	if possible, _ := h2Possible(k, cfg); possible {
+		return offerDepth
+	}
+	return max(1, min(offerDepth, cfg.MaxConnsPerRoute))
+}
+
 // offer is an idle HTTP/1.1 connection, or a stream slot of an HTTP/2
 // connection (conn.h2 set), in a route's outbox: a value, never changed once
 // sent.

@@ -96,6 +96,31 @@ func TestAnHTTP2ConnectionOffersItsFreeStreamsAsStreamLeases(t *testing.T) {
 	}
 }
 
+// A route that may speak HTTP/2 offers up to offerDepth stream slots also
+// when it may hold a single connection: the slots are streams of that one.
+func TestAnHTTP2RouteOfOneConnectionOffersSeveralStreams(t *testing.T) {
+	s, opt := withH2C(t, 8)
+	s.openGate()
+	p := newPool(t, 1, 16, opt)
+	h := p.h2Route(8)
+	if cap(h.outbox) != offerDepth || len(h.outbox) != offerDepth {
+		t.Fatalf("outbox of %d with %d slots on offer; want %d of %d", cap(h.outbox), len(h.outbox), offerDepth, offerDepth)
+	}
+	var ls []Lease
+	for range offerDepth {
+		l, ok := p.take(h)
+		if !ok || l.H2 == nil {
+			t.Fatalf("slot %d: %+v, %v", len(ls), l, ok)
+		}
+		ls = append(ls, l)
+	}
+	p.release(h, true, ls...)
+	p.offers(h, offerDepth)
+	if st := p.stats(h); st.Open != 1 || st.Leased != 0 || st.Streams != 0 {
+		t.Fatalf("after the releases: %+v (streams %d)", st, st.Streams)
+	}
+}
+
 // The FIFO with stream offers: a caller that queued is never overtaken by
 // one that takes an offer after it queued. A connection of two streams, both
 // on offer and taken; W queues (the route's second dial is held); the

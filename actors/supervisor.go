@@ -290,7 +290,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		return
 	}
 	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget),
-		outbox: make(chan offer, max(1, min(offerDepth, s.cfg.Route.MaxConnsPerRoute))),
+		outbox: make(chan offer, outboxDepth(m.Key, s.cfg.Route)),
 		tel:    s.cfg.Route.Tel.ActorRoute(m.Key.Scheme, m.Key.Host, m.Key.Port)}
 	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
