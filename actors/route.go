@@ -50,10 +50,6 @@ type RouteConfig struct {
 	// system (and, under testing/synctest, belongs to its bubble). Set by
 	// NewSupervisor; nil = each route makes its own.
 	waitTimers *sync.Pool
-	// spares bounds the spare connection actors of the client's routes
-	// (spareConns). Set by NewSupervisor, at MaxConnsTotal; nil = no bound
-	// but each route's.
-	spares *spareBudget
 }
 
 // routePublished is what a route actor publishes for readers outside it,
@@ -244,8 +240,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 	return func() actor.Actor {
 		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, outbox: parts.outbox,
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
-			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel,
-			spares: spareConns{budget: cfg.spares}}
+			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
 		return r
@@ -386,8 +381,7 @@ func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
 	r.stopLongWait()
-	r.spares.release() // they stop with the route
-	r.takeBack()       // offers taken are leased, and closed with the others
+	r.takeBack() // offers taken are leased, and closed with the others
 	if r.handling != nil {
 		r.handling.Undelivered()
 		r.handling = nil

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http/httptrace"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -228,7 +227,7 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 	if !r.closed { // when the route stops, protoactor stops its children itself
 		// An actor that failed (route.ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.
-		if reason != route.ReasonError && cs.phase != phaseDialing && cs.proto.exclusive() && r.spares.room(r.cfg.MaxConnsPerRoute) {
+		if r.keepsSpare(cs, reason) {
 			r.spares.add(cs.pid)
 			// The inline mailbox may run the recycle here, and it waits
 			// for a running idle watcher: only for its peek to return,
@@ -286,65 +285,45 @@ func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 // spares stop with the route, or once the route has had no connection for
 // MaxIdleTime (expireSpares), so a quiet route keeps none.
 //
-// A client keeps about as many spares, over all its routes, as it may have
-// connections open (MaxConnsTotal; spareBudget): a crawler's routes, each
-// used once and each losing its connection to make room for the next route,
-// would otherwise each keep a spare for MaxIdleTime, 2 KB and an entry in
-// protoactor's process registry apiece, to dial again a host it will not
-// call again.
+// A route keeps no spare of a connection evicted to make room for another
+// route when it has opened no other connection (keepsSpare): a crawler's or
+// a webhook sender's routes, each used once and each losing its connection
+// to the next route under MaxConnsTotal, would otherwise each keep one for
+// MaxIdleTime, 2 KB and a place in protoactor's process registry apiece, for
+// a dial that does not come. A route that dials again under churn (evicted
+// in turn with other routes, or its connections closed by the server) has
+// opened more than one, and keeps its spares.
 type spareConns struct {
 	pids      []*actor.PID // recycled (Recycled), ready for a DialRequest
 	recycling []*actor.PID // sent a RecycleRequest, not answered yet
 	emptied   time.Time    // when the route's last connection closed
-	budget    *spareBudget // the client's (RouteConfig.spares); nil = none
 }
 
 // maxSpareConns bounds the spare connection actors of a route.
 const maxSpareConns = 2
 
-// spareBudget bounds the spare connection actors of all a client's routes:
-// each route counts its own in and out (a spare's actor is its route's
-// child). Routes check and add without a lock, so that two routes
-// recycling at once may pass max by one each: the bound is a memory bound,
-// not a limit anything else depends on. A write per connection closed or
-// dialed, never per request.
-type spareBudget struct {
-	max int64        // at most this many spares in all (MaxConnsTotal); 0 = no bound
-	n   atomic.Int64 // spares of every route: recycled or being recycled
-}
-
-// admits reports whether the client may keep one more spare.
-func (b *spareBudget) admits() bool {
-	return b == nil || b.max <= 0 || b.n.Load() < b.max
-}
-
-// count adds d to the client's spares.
-func (b *spareBudget) count(d int) {
-	if b != nil && d != 0 {
-		b.n.Add(int64(d))
-	}
+// keepsSpare reports whether the actor of cs, closing for reason, becomes a
+// spare: only an HTTP/1.1 connection's that connected and did not fail
+// (route.ReasonError), within maxSpareConns and the route's connection
+// limit, and not when cs was evicted and is the only connection the route
+// has opened (see spareConns).
+func (r *Route) keepsSpare(cs *connState, reason route.CloseReason) bool {
+	return reason != route.ReasonError && cs.phase != phaseDialing && cs.proto.exclusive() &&
+		!(reason == route.ReasonEvicted && r.opened <= 1) && r.spares.room(r.cfg.MaxConnsPerRoute)
 }
 
 // recycle is the one message, never changed, that recycles a connection actor.
 var recycle = &conn.RecycleRequest{}
 
-// room reports whether one more actor may be recycled, within maxSpareConns,
-// the route's connection limit and the client's spareBudget.
+// room reports whether one more actor may be recycled, within maxSpareConns
+// and the route's connection limit.
 func (s *spareConns) room(maxConns int) bool {
-	return len(s.recycling)+len(s.pids) < min(maxSpareConns, maxConns) && s.budget.admits()
+	return len(s.recycling)+len(s.pids) < min(maxSpareConns, maxConns)
 }
 
 // add counts pid, sent a RecycleRequest, among the spares.
 func (s *spareConns) add(pid *actor.PID) {
 	s.recycling = append(s.recycling, pid)
-	s.budget.count(1)
-}
-
-// release gives every spare up when the route stops (its spares stop with
-// it): their Terminated, which the route may still receive, find none.
-func (s *spareConns) release() {
-	s.budget.count(-len(s.pids) - len(s.recycling))
-	s.pids, s.recycling = nil, nil
 }
 
 // take returns a spare actor, most recently recycled first, or nil.
@@ -356,7 +335,6 @@ func (s *spareConns) take() *actor.PID {
 	pid := s.pids[n-1]
 	s.pids[n-1] = nil
 	s.pids = s.pids[:n-1]
-	s.budget.count(-1)
 	return pid
 }
 
@@ -371,8 +349,8 @@ func (s *spareConns) recycled(pid *actor.PID) {
 // gone forgets an actor that stopped while spare, or while being recycled
 // (it stopped itself instead of answering: see conn.RecycleRequest).
 func (s *spareConns) gone(pid *actor.PID) {
-	if drop(&s.pids, pid) || drop(&s.recycling, pid) {
-		s.budget.count(-1)
+	if !drop(&s.pids, pid) {
+		drop(&s.recycling, pid)
 	}
 }
 
@@ -391,7 +369,6 @@ func (r *Route) expireSpares(ctx actor.Context, now time.Time) {
 		ctx.Stop(pid) // its Terminated finds it in no list (gone)
 		s.pids[i] = nil
 	}
-	s.budget.count(-len(s.pids))
 	s.pids = s.pids[:0]
 }
 

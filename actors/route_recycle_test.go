@@ -171,38 +171,35 @@ func TestRouteStopsItsSpareActorsOnceQuietForMaxIdleTime(t *testing.T) {
 	p.release(h, true, l)
 }
 
-// A client keeps about as many spare actors, over all its routes, as it may
-// have connections open: routes used once each, each losing its connection
-// to make room for the next (MaxConnsTotal 4), leave at most 4 spares, not
-// one each; dials beyond them spawn.
-func TestSpareActorsOfAllRoutesStayWithinMaxConnsTotal(t *testing.T) {
+// Routes used once each, each losing its only connection to make room for
+// the next route (MaxConnsTotal 4), keep no spare actor: a host called once
+// gets no dial again. A route that has opened a second connection, and
+// loses it to eviction, keeps its actor for the next dial.
+func TestARouteEvictedAfterItsOnlyConnectionKeepsNoSpare(t *testing.T) {
 	const routes, maxTotal = 20, 4
-	budget := &spareBudget{max: maxTotal} // NewSupervisor's, kept to read
-	p := newPool(t, 1, maxTotal, func(cfg *SupervisorConfig) { cfg.Route.spares = budget })
+	p := newPool(t, 1, maxTotal)
 	hs := make([]*routeHandle, routes)
 	for i := range hs {
 		hs[i] = p.route(hostN(i))
 		p.release(hs[i], true, p.lease(hs[i], 1)...)
 	}
-	spares := 0
-	for _, h := range hs {
-		spares += p.settle(h).spare
-	}
 	if st := p.supStats(); st.Total != maxTotal || st.Evictions != routes-maxTotal {
 		t.Fatalf("%d connections open, %d evicted; want %d and %d", st.Total, st.Evictions, maxTotal, routes-maxTotal)
 	}
-	if spares != maxTotal {
-		t.Fatalf("%d spare actors over %d routes whose connection was evicted; want %d (MaxConnsTotal)", spares, routes-maxTotal, maxTotal)
-	}
-	if n := budget.n.Load(); n != int64(spares) {
-		t.Fatalf("the client counts %d spares, its routes hold %d", n, spares)
-	}
-	// A route stopping gives its spares up.
 	for _, h := range hs {
-		p.sys.Root.Stop(h.PID)
-		<-h.Done
+		if st := p.settle(h); st.spare != 0 {
+			t.Fatalf("route %s, evicted after its only connection: %d spares; want 0", h.Key, st.spare)
+		}
 	}
-	if n := budget.n.Load(); n != 0 {
-		t.Fatalf("the client counts %d spares once every route stopped; want 0", n)
+	// hs[0] dials again (evicting another route's connection), and its
+	// second connection is evicted in turn: its actor is kept.
+	p.release(hs[0], true, p.lease(hs[0], 1)...)
+	p.release(hs[1], true, p.lease(hs[1], 1)...)
+	p.release(hs[2], true, p.lease(hs[2], 1)...)
+	p.release(hs[3], true, p.lease(hs[3], 1)...)
+	p.release(hs[4], true, p.lease(hs[4], 1)...)
+	if st := p.settle(hs[0]); st.spare != 1 || st.Opened != 2 || st.Open != 0 {
+		t.Fatalf("route %s, evicted after its second connection: %d spares, %d opened, %d open; want 1, 2, 0",
+			hs[0].Key, st.spare, st.Opened, st.Open)
 	}
 }

@@ -146,9 +146,6 @@ func NewSupervisor(cfg *SupervisorConfig) actor.Producer {
 	if cfg.Route != nil && cfg.Route.waitTimers == nil {
 		cfg.Route.waitTimers = &sync.Pool{}
 	}
-	if cfg.Route != nil && cfg.Route.spares == nil {
-		cfg.Route.spares = &spareBudget{max: int64(cfg.MaxConnsTotal)}
-	}
 	return func() actor.Actor {
 		return &Supervisor{cfg: cfg, routes: map[route.Key]*routeEntry{}, byID: map[string]*routeEntry{},
 			hostHeld: map[string]int{}, fleet: newFleetState()}
