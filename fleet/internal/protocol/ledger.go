@@ -359,11 +359,7 @@ func (l *Ledger) vouch(node NodeID, floor int, end time.Time) int {
 		h.vouchEnd = end
 	}
 	l.committed -= h.counted
-	h.counted = h.commitment()
-	l.committed += h.counted
-	if h.bigIdx >= 0 {
-		heap.Fix(&l.big, h.bigIdx)
-	}
+	l.link(h)
 	return v
 }
 
