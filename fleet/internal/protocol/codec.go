@@ -327,6 +327,10 @@ func setLedger(l *LedgerState, n protowire.Number, f field) error {
 		if err != nil {
 			return err
 		}
+		if h.Node == "" || !h.Lapsed && h.Budget <= 0 {
+			// A live holder's budget is one the ledger divides by.
+			return fmt.Errorf("%w: a holder without node, or live without budget", ErrMalformed)
+		}
 		l.Holders = append(l.Holders, h)
 	}
 	return nil

@@ -42,6 +42,10 @@ func TestCodecRefusesMalformedMessages(t *testing.T) {
 		"bad status":      Encode(RenewReply{Host: "h", Grants: []Grant{{Status: 9}}}),
 		"fixed64 field":   {tagNudge, 0x09, 1, 2, 3, 4, 5, 6, 7, 8},
 		"no handoff from": Encode(Handoff{Epoch: 1}),
+		"holder without budget": Encode(Handoff{From: "h0", Epoch: 1, Ledgers: []LedgerState{{Route: "r",
+			Holders: []HolderState{{Node: "n1", Need: 1}}}}}),
+		"holder without node": Encode(Handoff{From: "h0", Epoch: 1, Ledgers: []LedgerState{{Route: "r",
+			Holders: []HolderState{{Budget: 4, Need: 1}}}}}),
 	} {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)

@@ -195,15 +195,7 @@ func (h *Host) fenced(now time.Time) bool {
 func (h *Host) SetRegistry(reg *Registry, now time.Time) {
 	old := h.reg
 	h.reg = reg
-	if old != nil {
-		removed, added := reg.HostsChangedSince(old)
-		for _, id := range removed {
-			h.gone[id] = true
-		}
-		for _, id := range added {
-			delete(h.gone, id)
-		}
-	}
+	followHosts(old, reg, h.gone, h.hints)
 	if reg.prev == old && old != nil {
 		for _, id := range reg.addedHosts {
 			h.regSince[id] = now
@@ -218,11 +210,6 @@ func (h *Host) SetRegistry(reg *Registry, now time.Time) {
 			}
 		}
 		h.regSince = seen
-	}
-	for s, owner := range h.hints {
-		if _, ok := reg.Host(owner); !ok {
-			delete(h.hints, s)
-		}
 	}
 	for _, sh := range h.shards {
 		if sh.awaiting != "" {

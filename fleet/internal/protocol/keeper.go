@@ -234,23 +234,9 @@ func (k *Keeper) InFlight() int {
 
 // SetRegistry takes a new version of the registry.
 func (k *Keeper) SetRegistry(reg *Registry, now time.Time) {
-	if k.reg != nil {
-		removed, added := reg.HostsChangedSince(k.reg)
-		for _, h := range removed {
-			k.gone[h] = true
-		}
-		for _, h := range added {
-			delete(k.gone, h)
-		}
-	}
+	followHosts(k.reg, reg, k.gone, k.hints)
 	k.reg = reg
 	k.retarget = true
-	for s, h := range k.hints {
-		if _, ok := reg.Host(h); !ok {
-			delete(k.hints, s)
-		}
-	}
-
 }
 
 // Nudged records a host's Nudge: renew with it now.

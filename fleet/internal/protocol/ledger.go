@@ -13,24 +13,27 @@ import (
 //
 // The rule it keeps: the sum over holders of their commitment never exceeds
 // the budget once safe mode is over. A live holder's commitment is
-// max(grant, has, held, onFloor): what the ledger last granted, what the node
-// said it enforces, what it holds, the floor it uses. A node grows only to
-// its grant and drops below has only once it got the smaller grant, which its
-// next renewal confirms; so a reply that is lost or late can only make the
-// ledger count too much. A lapsed holder (its lease ran out before it renewed)
-// may be on its floor, which is never more than it was last granted: it
-// counts max(min(floor, grant), held) until it renews, or leaves the
-// registry.
+// max(grant, has, held, onFloor, vouched): what the ledger last granted, what
+// the node said it enforces, what it holds, the floor it uses, the floor a
+// fenced owner vouched for. A node grows only to its grant and drops below has
+// only once it got the smaller grant, which its next renewal confirms; so a
+// reply that is lost or late can only make the ledger count too much. A lapsed
+// holder (its lease ran out before it renewed) may be on its floor, which is
+// never more than it was counted for: it counts
+// max(min(floor, max(grant, has, onFloor)), held, vouched) until it renews,
+// or leaves the registry.
 //
-// Division is max-min fair by want (wants): holders wanting the level or less
-// get their want, the others the level, and the units left over go one a
-// holder above the level. Holders granted less than they could hope for wait
-// in a queue, first come first served; a unit that comes free is reserved for the longest-waiting
-// holder, which is nudged to renew and take it, and a holder that keeps a
-// leftover unit gives it up after a turn while others wait. So when the
-// budget is smaller than the nodes that want it, the units rotate, and every
-// node gets one within a bounded time. Every operation is O(log W) in the
-// largest want, plus O(1) per node nudged: nothing re-sorts the holders.
+// Division is max-min fair by need (wants): holders needing the level or less
+// get their need, the others the level, and the units left over go one a
+// holder above the level; budget no need asks for is headroom, shared up to
+// the wants. Holders granted less than they could hope for wait in a queue,
+// first come first served; a unit that comes free is reserved for the
+// longest-waiting holder, which is nudged to renew and take it, and a holder
+// that keeps a leftover unit gives it up after a turn while others wait. So
+// when the budget is smaller than the nodes that want it, the units rotate,
+// and every node gets one within a bounded time. Every operation is O(log W)
+// in the largest need, plus O(1) per node nudged: nothing re-sorts the
+// holders.
 type Ledger struct {
 	route   string
 	holders map[NodeID]*holder
@@ -359,11 +362,7 @@ func (l *Ledger) vouch(node NodeID, floor int, end time.Time) int {
 		h.vouchEnd = end
 	}
 	l.committed -= h.counted
-	h.counted = h.commitment()
-	l.committed += h.counted
-	if h.bigIdx >= 0 {
-		heap.Fix(&l.big, h.bigIdx)
-	}
+	l.link(h)
 	return v
 }
 

@@ -154,6 +154,27 @@ func (r *Registry) HostsChangedSince(old *Registry) (removed, added []HostID) {
 	return removed, added
 }
 
+// followHosts brings what a host or a keeper knows of the hosts from old to
+// reg: gone gains the hosts reg dropped and loses those it lists again (a
+// hint to a dropped host is stale), and hints lose the owners reg does not
+// list.
+func followHosts(old, reg *Registry, gone map[HostID]bool, hints map[int]HostID) {
+	if old != nil {
+		removed, added := reg.HostsChangedSince(old)
+		for _, id := range removed {
+			gone[id] = true
+		}
+		for _, id := range added {
+			delete(gone, id)
+		}
+	}
+	for s, owner := range hints {
+		if _, ok := reg.Host(owner); !ok {
+			delete(hints, s)
+		}
+	}
+}
+
 // NodesRemovedSince returns the nodes this registry lacks that old had, and
 // whether it knows them from its differences (false: compare in full).
 func (r *Registry) NodesRemovedSince(old *Registry) ([]NodeID, bool) {
