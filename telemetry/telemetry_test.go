@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -278,16 +279,7 @@ func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
 		{Route: a, Stats: route.Stats{Leased: 1, Idle: 0, Pending: 1}}, // another identity, same destination
 		{Route: b, Stats: route.Stats{Leased: 5, Idle: 0, Pending: 0}},
 	}
-	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
-		for _, r := range readings {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func() int64 { return 7 })
-	if err != nil {
-		t.Fatal(err)
-	}
+	registerReadings(t, tel, readings, 7)
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -480,20 +472,20 @@ func int64Points(rm metricdata.ResourceMetrics, key func(name string, attrs attr
 	return got
 }
 
+// registerReadings registers the pool gauges over readings, with admission
+// requests queued.
+func registerReadings(t *testing.T, tel *Telemetry, readings []RouteReading, admission int64) {
+	t.Helper()
+	if err := tel.RegisterPool(slices.Values(readings), func() int64 { return admission }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // collectReadings registers the pool gauges over readings, collects once and
 // unregisters them.
 func collectReadings(t *testing.T, tel *Telemetry, reader *sdkmetric.ManualReader, readings []RouteReading) metricdata.ResourceMetrics {
 	t.Helper()
-	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
-		for _, r := range readings {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func() int64 { return 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
+	registerReadings(t, tel, readings, 0)
 	defer tel.Close()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
