@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,6 +91,26 @@ func TestARequestRefusedBeforeItsRouteLeavesNoRoute(t *testing.T) {
 	}
 	if !cached("routed.test") {
 		t.Fatal("a failed request dropped the Route a route actor measures with")
+	}
+}
+
+// A route actor taking its Route while a request refused to the same
+// destination forgets it keeps a Route that later requests find: one of
+// the two wins, and the other leaves the cache to the winner.
+func TestARouteTakenWhileARefusedRequestForgetsItStaysCached(t *testing.T) {
+	tel, _, _ := sdkTelemetry(t)
+	req, _ := http.NewRequest(http.MethodGet, "http://race.test/", nil)
+	for i := range 1000 {
+		port := strconv.Itoa(i + 1)
+		_, r := tel.StartRequest(context.Background(), req, "http", "race.test", port)
+		var taken *Route
+		var wg sync.WaitGroup
+		wg.Go(func() { r.Failed(errors.New("refused")) })
+		wg.Go(func() { taken = tel.ActorRoute("http", "race.test", port) })
+		wg.Wait()
+		if got := tel.Route("http", "race.test", port); got != taken {
+			t.Fatalf("port %s: the route actor measures with a Route that later requests do not find", port)
+		}
 	}
 }
 
