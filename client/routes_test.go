@@ -106,42 +106,42 @@ func TestRoutesUsedOnceAreReclaimedOnTheRealClock(t *testing.T) {
 	}
 }
 
+// waveCallers is how many callers send a wave's requests at once.
+const waveCallers = 64
+
 // routeWaves is a client and an in-memory server for waves of routes used
 // once, with the footprint measured before the first wave.
 type routeWaves struct {
-	c        *Client
-	sys      *actor.ActorSystem
-	port     string
-	n        int
-	tick     time.Duration
-	base     footprint.Footprint
-	maxTotal int
-	callers  int
+	c    *Client
+	sys  *actor.ActorSystem
+	port string
+	n    int
+	tick time.Duration
+	base footprint.Footprint
 }
 
 // startRouteWaves makes the client (MaxConnsPerRoute 1, MaxConnsTotal
 // 5,000, MaxIdleTime idle), warms what a process pays once, and measures the
 // baseline.
 func startRouteWaves(t *testing.T, n int, idle time.Duration) *routeWaves {
-	const callers, maxTotal = 64, 5000
+	const maxTotal = 5000
 	srv, mem := newMemHTTPServer(t, hello)
 	c := newClient(t, Config{MaxIdleTime: idle, MaxConnsTotal: maxTotal, MaxConnsPerRoute: 1,
 		Logger: slog.New(slog.DiscardHandler), DialContext: mem.dial})
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	w := &routeWaves{c: c, sys: c.pool.System(), port: port, n: n, tick: c.cfg.expiryInterval(),
-		maxTotal: maxTotal, callers: callers}
-	footprint.Warm(w.sys, 2*min(n, maxTotal)+2*callers) // the client's idle watches, the server's connections
+	w := &routeWaves{c: c, sys: c.pool.System(), port: port, n: n, tick: c.cfg.expiryInterval()}
+	footprint.Warm(w.sys, 2*min(n, maxTotal)+2*waveCallers) // the client's idle watches, the server's connections
 	w.base = footprint.Take(w.sys)
 	t.Logf("%d routes a wave, used once each by %d callers; MaxConnsTotal %d, MaxIdleTime %v, an expiry tick every %v\n"+
-		"\tbefore: %v", n, callers, maxTotal, idle, w.tick, w.base)
+		"\tbefore: %v", n, waveCallers, maxTotal, idle, w.tick, w.base)
 	return w
 }
 
-// run sends one GET to each of the wave's n new routes, callers at a time.
+// run sends one GET to each of the wave's n new routes, waveCallers at a time.
 func (w *routeWaves) run(t *testing.T, wave int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range w.callers {
+	for range waveCallers {
 		wg.Go(func() {
 			for i := int(next.Add(1)); i <= w.n; i = int(next.Add(1)) {
 				url := fmt.Sprintf("http://r%d.test:%s/", wave*w.n+i, w.port)

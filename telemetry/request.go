@@ -278,9 +278,7 @@ func (r *Request) Failed(err error) {
 	if r.parts.Swap(0) > 0 {
 		r.end()
 	}
-	if !r.route.routed.Load() {
-		r.route.Forget() // no route actor took it: refused before it reached one
-	}
+	r.route.forgetUntaken() // when no route actor took it: refused before it reached one
 }
 
 func (r *Request) end() {

@@ -309,12 +309,21 @@ type Route struct {
 	durations sync.Map // durationKey -> metric.MeasurementOption
 	byPeer    sync.Map // peer address -> *peerAttrs (peer.go)
 	inFlight  inFlight // http.client.active_requests (active.go)
-	// routed says a route actor measures with this Route (ActorRoute): a
-	// request that failed to one that no route actor took is forgotten
-	// with it (Request.Failed), so that requests refused before they reached
-	// a route (admission) keep no Route per host they named.
-	routed atomic.Bool
+	// taken says whether a route actor measures with this Route: a request
+	// that failed to one that no route actor took forgets it
+	// (Request.Failed), so that requests refused before they reached a
+	// route (admission) keep no Route per host they named. Its one
+	// CompareAndSwap from routeFree decides between the two, so that a
+	// route actor never measures with a Route its requests no longer find.
+	taken atomic.Int32
 }
+
+// Route.taken's values.
+const (
+	routeFree      int32 = iota // no route actor took it yet
+	routeTaken                  // a route actor measures with it (ActorRoute)
+	routeForgotten              // a request forgot it before any route actor took it
+)
 
 // Route returns the Route of scheme://host:port (port in decimal), creating it
 // on first use. It is cheap after the first call (one map lookup) and safe for
@@ -344,11 +353,22 @@ func (t *Telemetry) Route(scheme, host, port string) *Route {
 // ActorRoute is Route for a route actor, which measures its connections and
 // leases with it until it Forgets it.
 func (t *Telemetry) ActorRoute(scheme, host, port string) *Route {
-	r := t.Route(scheme, host, port)
-	if r != nil {
-		r.routed.Store(true)
+	for {
+		r := t.Route(scheme, host, port)
+		if r == nil || r.taken.CompareAndSwap(routeFree, routeTaken) || r.taken.Load() == routeTaken {
+			return r
+		}
+		r.Forget() // a failed request forgot it and may not have dropped it yet
 	}
-	return r
+}
+
+// forgetUntaken forgets r unless a route actor took it (ActorRoute). The
+// load first leaves the requests failing to a taken Route (a route failing
+// fast) a read of its line, not a write.
+func (r *Route) forgetUntaken() {
+	if r.taken.Load() == routeFree && r.taken.CompareAndSwap(routeFree, routeForgotten) {
+		r.Forget()
+	}
 }
 
 // Forget drops r from its Telemetry's cache, so that a client calling many

@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
+	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -88,6 +91,26 @@ func TestARequestRefusedBeforeItsRouteLeavesNoRoute(t *testing.T) {
 	}
 	if !cached("routed.test") {
 		t.Fatal("a failed request dropped the Route a route actor measures with")
+	}
+}
+
+// A route actor taking its Route while a request refused to the same
+// destination forgets it keeps a Route that later requests find: one of
+// the two wins, and the other leaves the cache to the winner.
+func TestARouteTakenWhileARefusedRequestForgetsItStaysCached(t *testing.T) {
+	tel, _, _ := sdkTelemetry(t)
+	req, _ := http.NewRequest(http.MethodGet, "http://race.test/", nil)
+	for i := range 1000 {
+		port := strconv.Itoa(i + 1)
+		_, r := tel.StartRequest(context.Background(), req, "http", "race.test", port)
+		var taken *Route
+		var wg sync.WaitGroup
+		wg.Go(func() { r.Failed(errors.New("refused")) })
+		wg.Go(func() { taken = tel.ActorRoute("http", "race.test", port) })
+		wg.Wait()
+		if got := tel.Route("http", "race.test", port); got != taken {
+			t.Fatalf("port %s: the route actor measures with a Route that later requests do not find", port)
+		}
 	}
 }
 
@@ -278,16 +301,7 @@ func TestPoolGaugesSumRoutesToTheSameDestination(t *testing.T) {
 		{Route: a, Stats: route.Stats{Leased: 1, Idle: 0, Pending: 1}}, // another identity, same destination
 		{Route: b, Stats: route.Stats{Leased: 5, Idle: 0, Pending: 0}},
 	}
-	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
-		for _, r := range readings {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func() int64 { return 7 })
-	if err != nil {
-		t.Fatal(err)
-	}
+	registerReadings(t, tel, readings, 7)
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
@@ -480,20 +494,20 @@ func int64Points(rm metricdata.ResourceMetrics, key func(name string, attrs attr
 	return got
 }
 
+// registerReadings registers the pool gauges over readings, with admission
+// requests queued.
+func registerReadings(t *testing.T, tel *Telemetry, readings []RouteReading, admission int64) {
+	t.Helper()
+	if err := tel.RegisterPool(slices.Values(readings), func() int64 { return admission }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // collectReadings registers the pool gauges over readings, collects once and
 // unregisters them.
 func collectReadings(t *testing.T, tel *Telemetry, reader *sdkmetric.ManualReader, readings []RouteReading) metricdata.ResourceMetrics {
 	t.Helper()
-	err := tel.RegisterPool(func(yield func(RouteReading) bool) {
-		for _, r := range readings {
-			if !yield(r) {
-				return
-			}
-		}
-	}, func() int64 { return 0 })
-	if err != nil {
-		t.Fatal(err)
-	}
+	registerReadings(t, tel, readings, 0)
 	defer tel.Close()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
