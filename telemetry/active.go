@@ -157,6 +157,8 @@ func (t *Telemetry) listActive(r *Route) {
 	for _, r := range a.routes {
 		if c := &r.inFlight; !c.unlistIfIdle() {
 			keep = append(keep, r)
+		} else {
+			r.forgetUntaken() // refused before any route actor took it (Request.Failed)
 		}
 	}
 	clear(a.routes[len(keep):])
@@ -217,7 +219,8 @@ func (t *Telemetry) observeActive(_ context.Context, o metric.Observer) error {
 		case now-c.zeroSince < int64(activeGrace):
 			keep = append(keep, r)
 		case c.unlistIfIdle():
-			n = c.n.Load() // 0, or a request that listed it again: observed here and next time
+			n = c.n.Load()    // 0, or a request that listed it again: observed here and next time
+			r.forgetUntaken() // refused before any route actor took it (Request.Failed)
 		default:
 			c.zeroSince = 0
 			keep = append(keep, r)

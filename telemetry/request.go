@@ -278,7 +278,13 @@ func (r *Request) Failed(err error) {
 	if r.parts.Swap(0) > 0 {
 		r.end()
 	}
-	r.route.forgetUntaken() // when no route actor took it: refused before it reached one
+	// A Route no route actor took was refused before it reached one: it is
+	// forgotten now, or, while http.client.active_requests lists it, by the
+	// collection that drops it (active.go), so that requests refused to one
+	// host all find the one Route the list holds.
+	if !r.route.inFlight.listed.Load() {
+		r.route.forgetUntaken()
+	}
 }
 
 func (r *Request) end() {

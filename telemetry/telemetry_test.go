@@ -73,7 +73,7 @@ func TestAForgottenRouteIsMadeAgainOnItsNextUse(t *testing.T) {
 // new hosts keeps none per host. One whose destination a route actor
 // measures keeps it.
 func TestARequestRefusedBeforeItsRouteLeavesNoRoute(t *testing.T) {
-	tel, _, _ := sdkTelemetry(t)
+	tel := tracingTelemetry(t)
 	cached := func(host string) bool { _, ok := tel.routes.Load(routeID{"http", host, "80"}); return ok }
 	for _, host := range []string{"refused.test", "routed.test"} {
 		if host == "routed.test" {
@@ -98,7 +98,7 @@ func TestARequestRefusedBeforeItsRouteLeavesNoRoute(t *testing.T) {
 // destination forgets it keeps a Route that later requests find: one of
 // the two wins, and the other leaves the cache to the winner.
 func TestARouteTakenWhileARefusedRequestForgetsItStaysCached(t *testing.T) {
-	tel, _, _ := sdkTelemetry(t)
+	tel := tracingTelemetry(t)
 	req, _ := http.NewRequest(http.MethodGet, "http://race.test/", nil)
 	for i := range 1000 {
 		port := strconv.Itoa(i + 1)
@@ -112,6 +112,49 @@ func TestARouteTakenWhileARefusedRequestForgetsItStaysCached(t *testing.T) {
 			t.Fatalf("port %s: the route actor measures with a Route that later requests do not find", port)
 		}
 	}
+}
+
+// With http.client.active_requests on, requests refused to one host all
+// count on the one Route its list holds (forgetting it at each refusal made
+// a Route a refusal, each held by the list for activeGrace), and the
+// collection that drops it, once it has been idle for activeGrace, forgets
+// it.
+func TestRefusedRequestsShareTheListedRouteUntilTheCollectionDropsIt(t *testing.T) {
+	tel, _, reader := sdkTelemetry(t)
+	now := time.Now()
+	tel.activeList.now = func() time.Time { return now }
+	req, _ := http.NewRequest(http.MethodGet, "http://hot.test/", nil)
+	var first *Route
+	for i := range 100 {
+		_, r := tel.StartRequest(context.Background(), req, "http", "hot.test", "80")
+		if i == 0 {
+			first = r.route
+		} else if r.route != first {
+			t.Fatalf("refused request %d counted on a Route of its own", i)
+		}
+		r.Failed(errors.New("refused"))
+	}
+	cached := func() bool { _, ok := tel.routes.Load(routeID{"http", "hot.test", "80"}); return ok }
+	var rm metricdata.ResourceMetrics
+	for _, step := range []time.Duration{0, time.Second, activeGrace} {
+		now = now.Add(step)
+		if !cached() {
+			t.Fatalf("the listed Route was forgotten before the collection dropped it (%v on)", step)
+		}
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cached() {
+		t.Fatal("the collection dropped the Route of refused requests and kept it cached")
+	}
+}
+
+// tracingTelemetry records spans and no metrics: no active_requests list.
+func tracingTelemetry(t testing.TB) *Telemetry {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return New(Config{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider(), Logger: discard})
 }
 
 func TestNilTelemetryRouteAndRequestRecordNothing(t *testing.T) {
