@@ -95,7 +95,10 @@ func (a *hostActor) Receive(ctx actor.Context) {
 		a.leaving = m.done
 		a.h.Leave(time.Now())
 		a.checkLeft()
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart sends no Stopping, and the new instance starts a ticker
+		// of its own: this one's ends here either way (else it would keep
+		// the member's leave waiting for its calls).
 		if a.stop != nil {
 			close(a.stop)
 		}
@@ -104,7 +107,6 @@ func (a *hostActor) Receive(ctx actor.Context) {
 			close(a.m.hostDone)
 			a.m.hostStopped()
 		}
-	case *actor.Restarting:
 	default:
 		if a.m != nil {
 			a.m.logger.Warn("fleet: budget host got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))
