@@ -117,7 +117,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 func (a *hostActor) onStarted(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.m = lookupMember(ctx.ActorSystem())
-	if a.m == nil || a.self.Id != hostName || a.m.host != nil && a.m.host.Id != a.self.Id {
+	if a.m == nil || a.self.Id != hostName {
 		// Activated through the cluster's identity lookup, which the budget
 		// does not use: nothing to host.
 		ctx.Logger().Warn("fleet: a budget host was activated by identity; it stops (budget hosts are started by fleet.New)")
