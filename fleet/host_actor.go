@@ -86,6 +86,9 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *sessionConfirmed:
 		a.h.Confirmed(m.session, m.until)
 	case *sessionLost:
+		// The shards went with the session: a transfer asked again would
+		// only find them lost, and drop any this host took again since.
+		a.retries = nil
 		a.h.SessionLost()
 	case *hostAcquireResult:
 		a.onAcquired(m)
