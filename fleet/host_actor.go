@@ -86,6 +86,9 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *sessionConfirmed:
 		a.h.Confirmed(m.session, m.until)
 	case *sessionLost:
+		// The shards went with the session: a transfer asked again would
+		// only find them lost, and drop any this host took again since.
+		a.retries = nil
 		a.h.SessionLost()
 	case *hostAcquireResult:
 		a.onAcquired(m)
@@ -95,7 +98,10 @@ func (a *hostActor) Receive(ctx actor.Context) {
 		a.leaving = m.done
 		a.h.Leave(time.Now())
 		a.checkLeft()
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart sends no Stopping, and the new instance starts a ticker
+		// of its own: this one's ends here either way (else it would keep
+		// the member's leave waiting for its calls).
 		if a.stop != nil {
 			close(a.stop)
 		}
@@ -104,7 +110,6 @@ func (a *hostActor) Receive(ctx actor.Context) {
 			close(a.m.hostDone)
 			a.m.hostStopped()
 		}
-	case *actor.Restarting:
 	default:
 		if a.m != nil {
 			a.m.logger.Warn("fleet: budget host got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))
@@ -115,7 +120,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 func (a *hostActor) onStarted(ctx actor.Context) {
 	a.self = ctx.Self()
 	a.m = lookupMember(ctx.ActorSystem())
-	if a.m == nil || a.self.Id != hostName || a.m.host != nil && a.m.host.Id != a.self.Id {
+	if a.m == nil || a.self.Id != hostName {
 		// Activated through the cluster's identity lookup, which the budget
 		// does not use: nothing to host.
 		ctx.Logger().Warn("fleet: a budget host was activated by identity; it stops (budget hosts are started by fleet.New)")

@@ -91,6 +91,10 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		close(a.done)
 		return
 	case *actor.Restarting:
+		// A restart sends no Stopping, and Started starts a new ticker:
+		// this one ends here (else it would keep the member's leave waiting
+		// for its calls).
+		close(a.stop)
 		return
 	default:
 		a.m.logger.Warn("fleet: keeper got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))

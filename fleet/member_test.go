@@ -100,3 +100,32 @@ func TestAKeeperStartedWhileItsMemberLeavesJoinsANewMember(t *testing.T) {
 		}
 	})
 }
+
+// A host and a keeper that fail and are restarted (protoactor's default
+// supervision: Restarting, then Started again, with no Stopping) end the
+// ticker of their first start: the member's leave, which waits for its
+// goroutines, still returns when the keeper stops. A registry of nil is
+// what makes both fail here (no one sends it).
+func TestARestartedHostAndKeeperLetTheMemberLeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := unstartedCluster(t, NewKind(KindConfig{}))
+		sys := c.ActorSystem
+		mc := newMemCoord()
+		b := &Budget{c: c, opt: Options{MaxConnsPerRoute: 12, coord: func() coordinator { return mc.member() }}}
+		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the session opened, the registry told
+		m := lookupMember(sys)
+		sys.Root.Send(m.host, &registryChanged{})
+		sys.Root.Send(k.PID(), &registryChanged{})
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := k.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		outliveDeadLetterThrottle()
+	})
+}
