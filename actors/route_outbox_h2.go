@@ -31,7 +31,11 @@ import (
 //     drains (GOAWAY, refused streams), closes, or has its limit lowered
 //     below what is in use (StreamsChanged): a slot it gets back is free
 //     again; one it cannot get back was taken, and is a leased stream until
-//     its Released. A slot taken after the peer lowered its limit, or after
+//     its Released. When the connection's last stream ends, the slots still
+//     in the outbox come back too (offeredIdleH2), to be offered anew with
+//     the connection's new idle time and due time. When the connection's last stream
+//     ends, the slots still in the outbox come back too (offeredIdleH2), to
+//     be offered anew with the connection's new idle time and due time. A slot taken after the peer lowered its limit, or after
 //     a GOAWAY, meets the connection's own count: h2.Conn refuses a stream
 //     above the peer's limit, as not sent, and the call replays it on
 //     another connection.
@@ -124,16 +128,47 @@ func (r *Route) offeredIdleSince(t time.Time) {
 }
 
 // offeredIdleH2 records that h's last leased stream ended while slots of it
-// are on offer: it is idle on offer, from now, until a slot is heard of or
-// every slot comes back.
-func (r *Route) offeredIdleH2(h *http2Conn, now time.Time) {
+// are on offer, and reports whether some still are. The slots still in the
+// outbox carry the idle time and the due time of when they were offered
+// (offers are never changed once sent), so the route takes them back
+// (recallH2), and offers them anew after this message, idle from now: a
+// caller would decline a usable slot past an earlier due time, and read a
+// lease's IdleTime from an earlier idle time. With none of its slots held by
+// a caller, h is then idle, and reports false; otherwise it is idle on
+// offer, from now, until a slot is heard of or every slot comes back.
+// A connection already idle on offer has only slots offered since it became
+// idle: nothing to take back.
+func (r *Route) offeredIdleH2(h *http2Conn, now time.Time) bool {
 	cs := h.cs
 	if cs.phase == phaseOffered {
-		return
+		return true
+	}
+	r.recallH2(h)
+	if h.offered == 0 {
+		return false
 	}
 	cs.phase = phaseOffered
 	cs.idleSince = now
 	r.offeredIdleSince(now)
+	return true
+}
+
+// recallH2 takes back h's slots that are still in the outbox: free again.
+// The slots a caller took stay offered, until the route hears of them or
+// takes the outbox back (takeBack).
+func (r *Route) recallH2(h *http2Conn) {
+	if r.outboxH2 != h {
+		return // the outbox holds no slot of h (rule 3)
+	}
+	for {
+		select {
+		case <-r.outbox:
+			h.offered--
+			r.h2Offered--
+		default:
+			return
+		}
+	}
 }
 
 // takenH2 ends a take-back for stream slots, once the outbox is empty: a

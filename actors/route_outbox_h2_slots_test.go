@@ -1,0 +1,48 @@
+package actors
+
+import (
+	"testing"
+	"time"
+)
+
+// withClock makes c the route actors' clock.
+func withClock(c *fakeClock) poolOpt {
+	return func(cfg *SupervisorConfig) { cfg.Route.Now = c.Now }
+}
+
+// Stream slots on offer carry the idle time and the due time of their
+// connection as it is when they are offered: once the connection is used
+// and idle again, the route offers them anew. An idle connection (since T0,
+// MaxIdleTime a minute) is used at T0+50s; at T0+70s, past the first
+// slots' due time and well before the connection's, every slot on offer is
+// taken, idle for 20s, none declined, and nothing is closed.
+func TestStreamSlotsOnOfferCarryTheirConnectionsLastIdleTime(t *testing.T) {
+	s, opt := withH2C(t, 4)
+	s.openGate()
+	clock := &fakeClock{now: time.Now()}
+	p := newPool(t, 16, 16, opt, withClock(clock))
+	h := p.h2Route(4)
+	clock.advance(50 * time.Second)
+	l, ok := h.take(clock.Now())
+	if !ok || l.IdleTime != 50*time.Second {
+		t.Fatalf("the first slot: %+v, %v; want it idle for 50s", l, ok)
+	}
+	p.release(h, true, l) // idle again, from T0+50s
+	p.offers(h, 4)
+	before := p.stats(h)
+	clock.advance(20 * time.Second)
+	var ls []Lease
+	for i := range 4 {
+		l, ok := h.take(clock.Now())
+		if !ok || l.IdleTime != 20*time.Second {
+			t.Fatalf("slot %d at T0+70s: %+v, %v; want it taken, idle for 20s", i, l, ok)
+		}
+		ls = append(ls, l)
+	}
+	p.release(h, true, ls...)
+	p.offers(h, 4)
+	st := p.stats(h)
+	if st.Open != 1 || st.Closed != 0 || st.Leases != before.Leases+4 || st.Offered != before.Offered+4 || st.Streams != 0 {
+		t.Fatalf("after the four slots' releases: %+v (offered %d, streams %d)", st, st.Offered, st.Streams)
+	}
+}
