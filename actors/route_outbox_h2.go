@@ -28,12 +28,10 @@ import (
 //  4. The route takes the slots back (takeBack) where it takes HTTP/1.1
 //     offers back (before a caller queues, before it closes, evicts or
 //     expires connections, when it stops), and also when the connection
-//     drains (GOAWAY, refused streams), closes, or has its limit lowered
-//     below what is in use (StreamsChanged): a slot it gets back is free
-//     again; one it cannot get back was taken, and is a leased stream until
-//     its Released. When the connection's last stream ends, the slots still
-//     in the outbox come back too (offeredIdleH2), to be offered anew with
-//     the connection's new idle time and due time. When the connection's last stream
+//     drains (GOAWAY, refused streams), closes, is retired (retireOffered),
+//     or has its limit lowered below what is in use (StreamsChanged): a slot
+//     it gets back is free again; one it cannot get back was taken, and is a
+//     leased stream until its Released. When the connection's last stream
 //     ends, the slots still in the outbox come back too (offeredIdleH2), to
 //     be offered anew with the connection's new idle time and due time. A slot taken after the peer lowered its limit, or after
 //     a GOAWAY, meets the connection's own count: h2.Conn refuses a stream
@@ -93,6 +91,30 @@ func (r *Route) refillH2() bool {
 	h.offered += n
 	r.h2Offered += n
 	return true
+}
+
+// retireOffered retires the connection whose slots the outbox holds once the
+// route retires it (retireReason: its lifetime is over, MaxRequestsPerConn,
+// its address left the resolved set), as it would an idle HTTP/1.1
+// connection: it takes the slots back, and closes the connection unless a
+// stream is in flight on it (one a caller took counts: it closes after its
+// last stream, closeDrained). Without it, a connection idle on offer would
+// close only when callers declined its slots past their due time, or at the
+// next expiry tick. Runs after every message, before the outbox is refilled.
+func (r *Route) retireOffered(ctx actor.Context) {
+	h := r.outboxH2
+	if h == nil || len(r.outbox) == 0 {
+		return
+	}
+	reason := r.retireReason(h, r.clock())
+	if reason == "" {
+		return
+	}
+	h.draining = true
+	r.takeBack()
+	if h.streams == 0 {
+		r.closeConn(ctx, h.cs, reason)
+	}
 }
 
 // h2ToOffer returns the HTTP/2 connection with the most room that may be

@@ -3,6 +3,9 @@ package actors
 import (
 	"testing"
 	"time"
+
+	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/route"
 )
 
 // withClock makes c the route actors' clock.
@@ -44,5 +47,52 @@ func TestStreamSlotsOnOfferCarryTheirConnectionsLastIdleTime(t *testing.T) {
 	st := p.stats(h)
 	if st.Open != 1 || st.Closed != 0 || st.Leases != before.Leases+4 || st.Offered != before.Offered+4 || st.Streams != 0 {
 		t.Fatalf("after the four slots' releases: %+v (offered %d, streams %d)", st, st.Offered, st.Streams)
+	}
+}
+
+// A connection whose lifetime ends while its slots are on offer is retired
+// by the next message the route handles: its slots are taken back and, with
+// no stream in flight, it closes then, as lifetime; a slot a caller holds
+// is a stream in flight, and the connection closes when it is released.
+func TestAConnectionOnOfferPastItsLifetimeIsTakenBackAndClosed(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		name := "idle"
+		if held {
+			name = "a slot held"
+		}
+		t.Run(name, func(t *testing.T) {
+			s, opt := withH2C(t, 4)
+			s.openGate()
+			clock := &fakeClock{now: time.Now()}
+			p := newPool(t, 16, 16, opt, withClock(clock), func(cfg *SupervisorConfig) {
+				cfg.Route.MaxIdleTime = time.Hour
+				cfg.Route.MaxLifetime = 10 * time.Minute
+			})
+			h, first := p.h2RouteOf(4)
+			var l Lease
+			if held {
+				var ok bool
+				if l, ok = h.take(clock.Now()); !ok {
+					t.Fatal("no slot on offer")
+				}
+			}
+			clock.advance(11 * time.Minute)
+			// The connection's own news (its peer's SETTINGS): a message
+			// that neither leases nor takes offers back.
+			p.sys.Root.Send(h.PID, &conn.StreamsChanged{ID: first.ConnID})
+			p.offers(h, 0)
+			st := p.stats(h)
+			if held {
+				if st.Open != 1 || st.Streams != 1 || st.Leased != 1 {
+					t.Fatalf("with a slot held: %+v (streams %d)", st, st.Streams)
+				}
+				p.release(h, true, l)
+				p.offers(h, 0)
+				st = p.stats(h)
+			}
+			if st.Open != 0 || st.ClosedBy[string(route.ReasonLifetime)] != 1 {
+				t.Fatalf("past its lifetime: %+v", st)
+			}
+		})
 	}
 }
