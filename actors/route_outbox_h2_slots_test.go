@@ -96,3 +96,66 @@ func TestAConnectionOnOfferPastItsLifetimeIsTakenBackAndClosed(t *testing.T) {
 		})
 	}
 }
+
+// An offer that a take-back counted as taken, of a connection that closed
+// since, given back unused by its caller (its request given up, or the
+// offer declined past its due time): the route counts no lease for it, as
+// it counts none for an offer given back while its connection is open.
+// Stats after it are those before the offer was taken. For a stream slot,
+// the server closes the connection; for an HTTP/1.1 connection, its actor
+// stops under its holder.
+func TestAnOfferGivenBackAfterItsConnectionClosedCountsNoLease(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		h2      bool
+		decline bool
+	}{
+		{"slot given up", true, false},
+		{"slot declined", true, true},
+		{"HTTP/1.1 given up", false, false},
+		{"HTTP/1.1 declined", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p *pool
+			var h *routeHandle
+			var s *h2cServer
+			if tc.h2 {
+				var opt poolOpt
+				s, opt = withH2C(t, 4)
+				s.openGate()
+				p = newPool(t, 16, 16, opt)
+				h = p.h2Route(4)
+			} else {
+				p = newPool(t, 4, 4)
+				h = p.idleRoute("a", 1)
+				p.offers(h, 1)
+			}
+			before := p.stats(h)
+			l, ok := p.take(h)
+			if !ok {
+				t.Fatal("nothing on offer")
+			}
+			p.sys.Root.Send(h.PID, &ExpiryTicked{Now: time.Now()}) // a take-back: the offer is counted taken
+			if st := p.stats(h); st.Leases != before.Leases+1 || st.Leased != 1 {
+				t.Fatalf("after the take-back: %+v", st)
+			}
+			if tc.h2 {
+				s.close() // the server's ends close: the connection closes, the slot still held
+			} else {
+				p.sys.Root.Stop(l.Conn)
+			}
+			eventually(t, "the connection closed", func() bool { return p.stats(h).Open == 0 })
+			if tc.decline {
+				h.post(&OfferDeclined{ConnID: l.ConnID, At: time.Now()})
+			} else {
+				p.giveBack(h, l)
+			}
+			st := p.stats(h)
+			if st.Leases != before.Leases || st.Reuses != before.Reuses || st.Offered != before.Offered ||
+				st.Open != 0 || st.Leased != 0 || st.Idle != 0 || st.Streams != 0 || st.Closed != before.Closed+1 {
+				t.Fatalf("after the offer came back: %+v; want leases %d, reuses %d, offered %d, one more closed, nothing open",
+					st.Stats, before.Leases, before.Reuses, before.Offered)
+			}
+		})
+	}
+}
