@@ -325,6 +325,7 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.handling = nil
+	r.retireOffered(ctx)
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()

@@ -207,7 +207,8 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // not to one that avoids cs (a replay after it refused the request: it waits
 // for another connection, wantH2Conns); a connection left without streams
 // becomes idle (or is closed for another route's room, or because it drains),
-// or, with slots on offer, idle on offer (offeredIdleH2).
+// its slots still in the outbox taken back to be offered anew, or, with
+// slots held by callers, idle on offer (offeredIdleH2).
 func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	cs := h.cs
 	for r.h2Room(h, now) > 0 {
@@ -220,9 +221,8 @@ func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	if h.streams > 0 {
 		return // a request in flight is never cut
 	}
-	if h.offered > 0 {
-		r.offeredIdleH2(h, now) // a caller may hold a slot: the route takes them back before it closes it
-		return
+	if h.offered > 0 && r.offeredIdleH2(h, now) {
+		return // a caller may hold a slot: the route takes them back before it closes it
 	}
 	if r.shed {
 		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it

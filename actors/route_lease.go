@@ -96,6 +96,9 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 	if l, ok := m.Ticket.Returned(); ok {
 		switch cs := r.conns[l.ConnID]; {
 		case cs == nil:
+			if l.Offered { // a take-back counted it taken before its connection closed (see countOffer)
+				r.countOffer(false)
+			}
 		case l.Offered:
 			r.offerBack(ctx, cs) // taken from the outbox, given back untouched
 		case cs.phase == phaseLeased:

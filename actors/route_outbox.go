@@ -224,7 +224,9 @@ func (r *Route) taken(cs *connState) {
 // countOffer counts a lease taken from the outbox, once the route learns of
 // it (up: every offer is of a connection that has served a request), or
 // takes that count back (an offer it had counted, given back unused or
-// declined: no lease).
+// declined: no lease). An offer given back for a connection the route no
+// longer has was counted: the route closes a connection on offer only after
+// a take-back, which counts every offer of it that did not come back.
 func (r *Route) countOffer(up bool) {
 	if up {
 		r.leases++
@@ -270,7 +272,11 @@ func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 		}
 		return
 	}
-	if cs == nil || !r.unlease(cs) {
+	if cs == nil { // a take-back counted it taken before its connection closed (see countOffer)
+		r.countOffer(false)
+		return
+	}
+	if !r.unlease(cs) {
 		return
 	}
 	reason, dead := r.expired(cs, m.At)

@@ -28,10 +28,12 @@ import (
 //  4. The route takes the slots back (takeBack) where it takes HTTP/1.1
 //     offers back (before a caller queues, before it closes, evicts or
 //     expires connections, when it stops), and also when the connection
-//     drains (GOAWAY, refused streams), closes, or has its limit lowered
-//     below what is in use (StreamsChanged): a slot it gets back is free
-//     again; one it cannot get back was taken, and is a leased stream until
-//     its Released. A slot taken after the peer lowered its limit, or after
+//     drains (GOAWAY, refused streams), closes, is retired (retireOffered),
+//     or has its limit lowered below what is in use (StreamsChanged): a slot
+//     it gets back is free again; one it cannot get back was taken, and is a
+//     leased stream until its Released. When the connection's last stream
+//     ends, the slots still in the outbox come back too (offeredIdleH2), to
+//     be offered anew with the connection's new idle time and due time. A slot taken after the peer lowered its limit, or after
 //     a GOAWAY, meets the connection's own count: h2.Conn refuses a stream
 //     above the peer's limit, as not sent, and the call replays it on
 //     another connection.
@@ -91,6 +93,30 @@ func (r *Route) refillH2() bool {
 	return true
 }
 
+// retireOffered retires the connection whose slots the outbox holds once the
+// route retires it (retireReason: its lifetime is over, MaxRequestsPerConn,
+// its address left the resolved set), as it would an idle HTTP/1.1
+// connection: it takes the slots back, and closes the connection unless a
+// stream is in flight on it (one a caller took counts: it closes after its
+// last stream, closeDrained). Without it, a connection idle on offer would
+// close only when callers declined its slots past their due time, or at the
+// next expiry tick. Runs after every message, before the outbox is refilled.
+func (r *Route) retireOffered(ctx actor.Context) {
+	h := r.outboxH2
+	if h == nil || len(r.outbox) == 0 {
+		return
+	}
+	reason := r.retireReason(h, r.clock())
+	if reason == "" {
+		return
+	}
+	h.draining = true
+	r.takeBack()
+	if h.streams == 0 {
+		r.closeConn(ctx, h.cs, reason)
+	}
+}
+
 // h2ToOffer returns the HTTP/2 connection with the most room that may be
 // offered, and its room: one that has served a stream, and, if idle, is not
 // due for retirement; nil when none.
@@ -124,16 +150,47 @@ func (r *Route) offeredIdleSince(t time.Time) {
 }
 
 // offeredIdleH2 records that h's last leased stream ended while slots of it
-// are on offer: it is idle on offer, from now, until a slot is heard of or
-// every slot comes back.
-func (r *Route) offeredIdleH2(h *http2Conn, now time.Time) {
+// are on offer, and reports whether some still are. The slots still in the
+// outbox carry the idle time and the due time of when they were offered
+// (offers are never changed once sent), so the route takes them back
+// (recallH2), and offers them anew after this message, idle from now: a
+// caller would decline a usable slot past an earlier due time, and read a
+// lease's IdleTime from an earlier idle time. With none of its slots held by
+// a caller, h is then idle, and reports false; otherwise it is idle on
+// offer, from now, until a slot is heard of or every slot comes back.
+// A connection already idle on offer has only slots offered since it became
+// idle: nothing to take back.
+func (r *Route) offeredIdleH2(h *http2Conn, now time.Time) bool {
 	cs := h.cs
 	if cs.phase == phaseOffered {
-		return
+		return true
+	}
+	r.recallH2(h)
+	if h.offered == 0 {
+		return false
 	}
 	cs.phase = phaseOffered
 	cs.idleSince = now
 	r.offeredIdleSince(now)
+	return true
+}
+
+// recallH2 takes back h's slots that are still in the outbox: free again.
+// The slots a caller took stay offered, until the route hears of them or
+// takes the outbox back (takeBack).
+func (r *Route) recallH2(h *http2Conn) {
+	if r.outboxH2 != h {
+		return // the outbox holds no slot of h (rule 3)
+	}
+	for {
+		select {
+		case <-r.outbox:
+			h.offered--
+			r.h2Offered--
+		default:
+			return
+		}
+	}
 }
 
 // takenH2 ends a take-back for stream slots, once the outbox is empty: a

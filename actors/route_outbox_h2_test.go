@@ -25,6 +25,14 @@ import (
 // knows the server's SETTINGS: its free streams are on offer.
 func (p *pool) h2Route(streams int) *routeHandle {
 	p.tb.Helper()
+	h, _ := p.h2RouteOf(streams)
+	return h
+}
+
+// h2RouteOf is h2Route, and also returns the first lease of the
+// connection, released since (its ConnID names the connection).
+func (p *pool) h2RouteOf(streams int) (*routeHandle, Lease) {
+	p.tb.Helper()
 	h := p.route("a")
 	first := p.leased(p.ask(h))
 	if first.H2 == nil {
@@ -33,7 +41,7 @@ func (p *pool) h2Route(streams int) *routeHandle {
 	eventually(p.tb, "the server's SETTINGS known", func() bool { return first.H2.Streams().Settings })
 	p.release(h, true, first)
 	p.offers(h, min(streams, cap(h.outbox)))
-	return h
+	return h, first
 }
 
 // An HTTP/2 connection with free streams offers them, one slot an offer: a
