@@ -85,6 +85,10 @@ type Options struct {
 	// Options that changes after the first connection, safely for concurrent
 	// use. Options must not be copied once used.
 	dials dialWorkers
+
+	// testHookBackOff, set by this package's tests only, is called by
+	// backOffWatch between its read of the delay and its swap.
+	testHookBackOff func()
 }
 
 // inlineBudget is how many messages a connection actor processes on a
@@ -338,7 +342,8 @@ func (c *Actor) dropSocket() {
 		// first idle period sets it. One that is firing now may set itself
 		// again, and then finds the watch off, or, on a recycled actor, may
 		// watch the next socket's first idle period sooner than a full delay
-		// into it (the probe is unaffected).
+		// into it (the probe is unaffected); it does not back the next
+		// socket's watch delay off (watchInherited, backOffWatch).
 		if c.watchTimer.Stop() {
 			c.watchSet.Store(false)
 		}

@@ -36,8 +36,9 @@ func (c *Actor) onRecycle(ctx actor.Context) {
 // resetSocket forgets everything of the actor's socket. What it keeps is what
 // does not belong to one socket: the route's key, address and options, the
 // actor's place in the actor system, the idle watch's timer and channel
-// (reused, as across idle periods of one socket; the watch is off), and the
-// atomics, whose values are those of an actor with no socket.
+// (reused, as across idle periods of one socket; the watch is off, its timer
+// marked as inherited), and the atomics, whose values are those of an actor
+// with no socket.
 func (c *Actor) resetSocket() {
 	c.id, c.life, c.to = 0, nil, Endpoints{}
 	c.nc, c.rd, c.wr = nil, nil, nil
@@ -55,5 +56,8 @@ func (c *Actor) resetSocket() {
 	c.dialing = false
 	c.watchErr = nil
 	c.watchDelay.Store(0)
+	// The watch is off (dropSocket); a timer firing that dropSocket could not
+	// stop may still run, and must not count against the next socket.
+	c.watch.Store(c.watch.Load() | watchInherited)
 	c.broken = false
 }

@@ -6,10 +6,10 @@ import (
 )
 
 // The idle watch's word (Actor.watch): the watch's state in its low two bits,
-// watchSeen, and the number of the connection's current idle period above.
-// The actor alone starts a period (onWatchIdle, from off) and ends it
-// (stopWatch, dropSocket); the timer's goroutine moves an armed period to
-// seen, or to running when it becomes the watcher, each by a
+// watchSeen, watchInherited, and the number of the connection's current idle
+// period above. The actor alone starts a period (onWatchIdle, from off) and
+// ends it (stopWatch, dropSocket); the timer's goroutine moves an armed period
+// to seen, or to running when it becomes the watcher, each by a
 // CompareAndSwap that fails if the period ended meanwhile. A firing that
 // finds watchSet true again leaves the period to the firing that was set.
 const (
@@ -22,8 +22,16 @@ const (
 	// as the period began, or fired during it. Its next firing comes a full
 	// watch delay into the period, and watches.
 	watchSeen = 4
+	// watchInherited says the timer may have been set for the actor's
+	// previous socket: a recycle (resetSocket) sets it, and it goes when the
+	// timer is set or sees a period of this socket (onWatchIdle, fireWatch).
+	// A timer that fired as the actor was recycled is not stopped (its
+	// goroutine may not have run yet); when it runs, it finds this socket's
+	// word. Its firing was wasted for the old socket, not for this one: it
+	// does not back this socket's delay off.
+	watchInherited = 8
 	// watchPeriod is 1 in the bits that count idle periods.
-	watchPeriod = 8
+	watchPeriod = 16
 )
 
 // IdleWatchDelay is how long a connection stays idle before its socket is
@@ -90,9 +98,10 @@ func (c *Actor) onWatchIdle() {
 	next := w&^(watchStates|watchSeen) + watchPeriod | watchArmed
 	c.watch.Store(next)
 	if !c.watchSet.Load() && c.watchSet.CompareAndSwap(false, true) {
-		// The timer is set now: it fires a full delay into the period, which
-		// it has seen (unless a firing still running marked it first).
-		c.watch.CompareAndSwap(next, next|watchSeen)
+		// The timer is set now, for this socket: it fires a full delay into
+		// the period, which it has seen (unless a firing still running marked
+		// it first).
+		c.watch.CompareAndSwap(next, next&^watchInherited|watchSeen)
 		c.watchTimer.Reset(delay)
 	}
 }
@@ -102,9 +111,10 @@ func (c *Actor) onWatchIdle() {
 // in a period the timer has not seen (it was leased since the timer was set,
 // and idle again) it marks the period seen and sets the timer again; both
 // times the firing, a goroutine, was wasted: the socket's watch delay
-// doubles. In a period it has seen, a full delay old, it becomes the watcher,
-// unless a lease (or a stop) ended the period first. The watcher is owned by
-// the connection actor: stopWatch and onStopping wait for it.
+// doubles, unless the timer was set for the actor's previous socket
+// (watchInherited). In a period it has seen, a full delay old, it becomes the
+// watcher, unless a lease (or a stop) ended the period first. The watcher is
+// owned by the connection actor: stopWatch and onStopping wait for it.
 func (c *Actor) fireWatch() {
 	c.watchSet.Store(false)
 	for {
@@ -114,13 +124,17 @@ func (c *Actor) fireWatch() {
 		}
 		switch {
 		case w&watchStates != watchArmed:
-			c.backOffWatch()
+			if w&watchInherited == 0 {
+				c.backOffWatch()
+			}
 			return
 		case w&watchSeen == 0:
-			if !c.watch.CompareAndSwap(w, w|watchSeen) {
+			if !c.watch.CompareAndSwap(w, w&^watchInherited|watchSeen) {
 				continue // the period ended meanwhile
 			}
-			c.backOffWatch()
+			if w&watchInherited == 0 {
+				c.backOffWatch()
+			}
 			if c.watchSet.CompareAndSwap(false, true) { // not set again by onWatchIdle meanwhile
 				c.watchTimer.Reset(time.Duration(c.watchDelay.Load()))
 			}
@@ -197,7 +211,19 @@ func (c *Actor) stopWatch() error {
 // Options.IdleWatchDelay when that is longer), after a wasted watch. The
 // actor and the timer's goroutine may both call it at once: one of the two
 // doublings may be lost, which only delays the back-off.
+//
+// The doubling is a CompareAndSwap of the delay it read: the timer's
+// goroutine may call it as the actor is recycled (the timer fired just before
+// dropSocket, which cannot stop it then), and a plain store after
+// resetSocket's would hand the next socket the old one's doubled delay. The
+// swap fails instead, and the next socket starts with IdleWatchDelay. (Only a
+// goroutine held between its read and its swap until the next socket has gone
+// idle at the very delay it read would double that socket's delay: once, as a
+// firing that found it leased does.)
 func (c *Actor) backOffWatch() {
-	d := time.Duration(c.watchDelay.Load())
-	c.watchDelay.Store(int64(min(2*d, max(MaxIdleWatchDelay, c.opt.IdleWatchDelay))))
+	d := c.watchDelay.Load()
+	if hook := c.opt.testHookBackOff; hook != nil {
+		hook()
+	}
+	c.watchDelay.CompareAndSwap(d, int64(min(2*time.Duration(d), max(MaxIdleWatchDelay, c.opt.IdleWatchDelay))))
 }
