@@ -58,6 +58,6 @@ func (c *Actor) resetSocket() {
 	c.watchDelay.Store(0)
 	// The watch is off (dropSocket); a timer firing that dropSocket could not
 	// stop may still run, and must not count against the next socket.
-	c.watch.Store(c.watch.Load() | watchInherited)
+	c.watch.Or(watchInherited)
 	c.broken = false
 }
