@@ -125,7 +125,7 @@ func (b *Budget) StartKeeper(cfg actors.FleetKeeperConfig) (actors.FleetKeeper, 
 	m := joinMember(b.c, newCoord, logger)
 	a := &keeperActor{m: m, cfg: cfg, done: make(chan struct{}),
 		kc: protocol.KeeperConfig{Budget: b.opt.MaxConnsPerRoute, Floor: b.opt.Floor, Lease: m.kind.Lease}}
-	pid := m.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "fleet-keeper")
+	pid := m.sys.Root.SpawnPrefix(withRestarts(func() actor.Actor { return a }), "fleet-keeper")
 	h := &keeperHandle{a: a, pid: pid, node: nodeID(pid)}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
