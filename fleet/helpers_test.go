@@ -84,12 +84,11 @@ func (s *memSession) Open(host protocol.HostID, events coordEvents) {
 	c.publish()
 }
 
-func (s *memSession) Register(_ context.Context, n protocol.NodeID) error {
+func (s *memSession) Register(n protocol.NodeID) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	s.nodes[n] = true
 	s.c.publish()
-	return nil
 }
 
 func (s *memSession) Deregister(_ context.Context, n protocol.NodeID) error {
