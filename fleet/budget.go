@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -125,12 +124,8 @@ func (b *Budget) StartKeeper(cfg actors.FleetKeeperConfig) (actors.FleetKeeper, 
 	m := joinMember(b.c, newCoord, logger)
 	a := &keeperActor{m: m, cfg: cfg, done: make(chan struct{}),
 		kc: protocol.KeeperConfig{Budget: b.opt.MaxConnsPerRoute, Floor: b.opt.Floor, Lease: m.kind.Lease}}
-	pid := m.sys.Root.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor { return a }), "fleet-keeper")
+	pid := m.sys.Root.SpawnPrefix(withRestarts(func() actor.Actor { return a }), "fleet-keeper")
 	h := &keeperHandle{a: a, pid: pid, node: nodeID(pid)}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if err := m.coord.Register(ctx, h.node); err != nil {
-		logger.Warn("fleet: the node could not join the registry yet; it joins with the next session", slog.Any("error", err))
-	}
+	m.coord.Register(h.node)
 	return h, nil
 }

@@ -21,8 +21,10 @@ type coordinator interface {
 	// coordinator that cannot be reached is tried again in the background.
 	Open(host protocol.HostID, events coordEvents)
 	// Register adds node to the registry under the session, and keeps it
-	// there (also across a new session) until Deregister.
-	Register(ctx context.Context, node protocol.NodeID) error
+	// there (also across a new session) until Deregister. It does not
+	// block: a coordinator that cannot be reached is tried again in the
+	// background, and a Deregister that comes first is not undone.
+	Register(node protocol.NodeID)
 	Deregister(ctx context.Context, node protocol.NodeID) error
 	// Acquire takes shard for this member's host if it has no owner.
 	Acquire(ctx context.Context, shard int) (acquired, error)

@@ -115,6 +115,11 @@
 // its session. A client that starts in the same actor system meanwhile
 // waits until that member has left, and its keeper starts a new one.
 //
+// A host or keeper actor that panics is restarted, as protoactor's default
+// supervision does; each restart is logged at WARN with the actor's name and
+// the panic's value, and an actor that fails more than 10 times in 10 s is
+// stopped and logged at ERROR.
+//
 // # Messages
 //
 // Renewals, replies, nudges and handoffs cross the cluster as

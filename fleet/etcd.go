@@ -68,6 +68,9 @@ type etcdCoordinator struct {
 	// it is written again (settle).
 	leaving bool
 	marked  clientv3.LeaseID
+	// closed: Close or crash was called; Register starts no goroutine
+	// (the loops' WaitGroup is waited for).
+	closed bool
 }
 
 func newEtcdCoordinator(cli *clientv3.Client, prefix string, ttl time.Duration, logger *slog.Logger) *etcdCoordinator {
@@ -351,23 +354,44 @@ func (e *etcdCoordinator) session() (protocol.HostID, clientv3.LeaseID, error) {
 	return e.host, e.lease, nil
 }
 
-func (e *etcdCoordinator) Register(ctx context.Context, node protocol.NodeID) error {
+// Register marks node as registered and writes its key on a goroutine of
+// the loops (the keepalive loop tries again what fails): the caller never
+// waits for etcd. A Deregister that comes before the write lands is not
+// undone by it: the write finds the node gone and marks it so, and settle
+// deletes its key again. A write that failed may have landed all the same,
+// and is marked so too.
+func (e *etcdCoordinator) Register(node protocol.NodeID) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.nodes[node] = false
 	delete(e.gone, node)
+	if e.lease == 0 || e.closed {
+		return // the session, when it opens, registers it
+	}
 	lease := e.lease
-	e.mu.Unlock()
-	if lease == 0 {
-		return nil // the session, when it opens, registers it
-	}
-	if _, err := e.cli.Put(ctx, e.nodeKey(node), "", clientv3.WithLease(lease)); err != nil {
-		return err // the keepalive loop tries again
-	}
+	e.loops.Go(func() { e.register(node, lease) })
+}
+
+// register writes node's key under lease.
+func (e *etcdCoordinator) register(node protocol.NodeID, lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+	_, err := e.cli.Put(ctx, e.nodeKey(node), "", clientv3.WithLease(lease))
+	cancel()
 	e.mu.Lock()
-	e.wrote([]protocol.NodeID{node})
+	_, registered := e.nodes[node]
+	if err == nil {
+		e.wrote([]protocol.NodeID{node})
+	} else if !registered {
+		e.markGone(node) // deregistered meanwhile; the put may have landed
+	}
 	e.mu.Unlock()
-	e.settle(lease)
-	return nil
+	switch {
+	case err == nil:
+		e.settle(lease)
+	case registered && e.ctx.Err() == nil:
+		e.logger.Warn("fleet: the node could not join the registry yet; it is tried again after each keepalive",
+			slog.String("node", string(node)), slog.Any("error", err))
+	}
 }
 
 // registerPending puts the nodes whose registration failed.
@@ -569,6 +593,9 @@ func (e *etcdCoordinator) Transfer(ctx context.Context, shards []int, epochs []u
 // crash stops the session's keepalives and the watch without ending the
 // session, as a process that dies does: its keys expire with the TTL.
 func (e *etcdCoordinator) crash() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
 	e.cancel()
 	e.loops.Wait()
 	e.mu.Lock()
@@ -577,6 +604,9 @@ func (e *etcdCoordinator) crash() {
 }
 
 func (e *etcdCoordinator) Close(ctx context.Context, hold time.Duration) error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
 	e.cancel()
 	e.loops.Wait()
 	e.mu.Lock()

@@ -146,9 +146,7 @@ func TestAnOpeningSessionLeavesNoKeyOfANodeDeregisteredMeanwhile(t *testing.T) {
 	u := newEtcdUnit(t)
 	const stays, leaves = protocol.NodeID("127.0.0.1:7001/keeper$1"), protocol.NodeID("127.0.0.1:7001/keeper$2")
 	for _, n := range []protocol.NodeID{stays, leaves} {
-		if err := u.e.Register(u.ctx, n); err != nil { // no session yet: registered when it opens
-			t.Fatal(err)
-		}
+		u.e.Register(n) // no session yet: registered when it opens
 	}
 	u.kv.set(func(op, _ string) error {
 		if op == "txn" {
@@ -176,16 +174,17 @@ func TestARetriedRegistrationLeavesNoKeyOfANodeDeregisteredMeanwhile(t *testing.
 		t.Fatal(err)
 	}
 	const n = protocol.NodeID("127.0.0.1:7001/keeper$3")
-	refused := errors.New("refused")
+	tried := make(chan struct{})
 	u.kv.set(func(op, _ string) error {
-		if op == "put" {
-			return refused
+		if op == "put" { // Register's write, refused; tried again below
+			u.kv.set(nil)
+			close(tried)
+			return errors.New("refused")
 		}
 		return nil
 	})
-	if err := u.e.Register(u.ctx, n); !errors.Is(err, refused) {
-		t.Fatalf("Register: %v, want the put's failure", err)
-	}
+	u.e.Register(n)
+	<-tried
 	u.kv.set(func(op, key string) error {
 		if op == "put" && key == u.e.NodeKey(n) {
 			u.kv.set(nil)
@@ -196,6 +195,65 @@ func TestARetriedRegistrationLeavesNoKeyOfANodeDeregisteredMeanwhile(t *testing.
 	u.e.RegisterPending()
 	if _, ok := u.value(u.e.NodeKey(n)); ok {
 		t.Errorf("the node deregistered while its registration was tried again is registered")
+	}
+}
+
+// Register does not wait for etcd: it returns while the node's write is
+// held (an etcd that does not answer). A Deregister that comes before the
+// write lands is not undone by it: the key the late write puts back is
+// deleted again.
+func TestRegisterNeitherWaitsForEtcdNorUndoesADeregister(t *testing.T) {
+	u := newEtcdUnit(t)
+	if err := u.e.OpenSession(); err != nil {
+		t.Fatal(err)
+	}
+	const n = protocol.NodeID("127.0.0.1:7001/keeper$4")
+	held, release := make(chan struct{}), make(chan struct{})
+	u.kv.set(func(op, key string) error {
+		if op == "put" && key == u.e.NodeKey(n) {
+			u.kv.set(nil)
+			close(held)
+			<-release
+		}
+		return nil
+	})
+	now, err := u.plain.Get(u.ctx, u.e.NodeKey(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := u.plain.Watch(u.ctx, u.e.NodeKey(n), clientv3.WithRev(now.Header.Revision+1))
+
+	registered := make(chan struct{})
+	go func() { // the test waits for registered
+		u.e.Register(n)
+		close(registered)
+	}()
+	select {
+	case <-registered:
+	case <-time.After(20 * time.Second): // a guard against a hung test
+		close(release)
+		t.Fatal("Register waited for etcd to answer its write")
+	}
+	<-held
+	if err := u.e.Deregister(u.ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	var seen []string
+	for len(seen) < 2 {
+		resp, ok := <-events
+		if !ok {
+			t.Fatalf("the watch ended after %v", seen)
+		}
+		for _, ev := range resp.Events {
+			seen = append(seen, ev.Type.String())
+		}
+	}
+	if seen[0] != "PUT" || seen[1] != "DELETE" {
+		t.Fatalf("the node's key saw %v, want the late write's PUT, then its DELETE", seen)
+	}
+	if _, ok := u.value(u.e.NodeKey(n)); ok {
+		t.Errorf("the node deregistered before its registration landed is registered")
 	}
 }
 

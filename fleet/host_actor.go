@@ -87,7 +87,8 @@ func (a *hostActor) Receive(ctx actor.Context) {
 		a.h.Confirmed(m.session, m.until)
 	case *sessionLost:
 		// The shards went with the session: a transfer asked again would
-		// only find them lost, and drop any this host took again since.
+		// only find them lost (and its answer, about an epoch that ended,
+		// would be ignored).
 		a.retries = nil
 		a.h.SessionLost()
 	case *hostAcquireResult:
@@ -198,11 +199,20 @@ func (a *hostActor) onTransferred(m *hostTransferResult) {
 		a.retries = append(a.retries, transferRetry{shards: m.shards, epochs: m.epochs, to: m.to, failed: failed,
 			at: now.Add(pause)})
 	case m.res.ok:
-		a.h.Transferred(m.shards, m.res.epochs, m.to, now)
+		a.staleTransfer(a.h.Transferred(m.shards, m.epochs, m.res.epochs, m.to, now))
 	default:
-		a.h.TransferFailed(m.shards, m.res.lost, now)
+		a.staleTransfer(a.h.TransferFailed(m.shards, m.epochs, m.res.lost, now))
 	}
 	a.checkLeft()
+}
+
+// staleTransfer notes the shards a transfer's answer left alone: it was about
+// an ownership that ended with a lost session, and the host took them again
+// since.
+func (a *hostActor) staleTransfer(n int) {
+	if n > 0 {
+		a.m.logger.Debug("fleet: a transfer's answer came for shards taken again since; it is ignored", slog.Int("shards", n))
+	}
 }
 
 func (a *hostActor) owned(shard int, epoch uint64) {

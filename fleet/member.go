@@ -109,7 +109,7 @@ func startMember(c *cluster.Cluster, coord coordinator, logger *slog.Logger) *me
 	m := &member{sys: c.ActorSystem, id: protocol.HostID(c.ActorSystem.Address()), kind: kind, coord: coord,
 		logger: logger, hostDone: make(chan struct{}), left: make(chan struct{}), keepers: map[*actor.PID]bool{}, refs: 1}
 	members.m[c.ActorSystem] = m
-	pid, err := c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &hostActor{} }), hostName)
+	pid, err := c.ActorSystem.Root.SpawnNamed(withRestarts(func() actor.Actor { return &hostActor{} }), hostName)
 	if err != nil {
 		panic("fleet: internal error: the host actor's name is taken: " + err.Error()) // one member per system
 	}

@@ -2,6 +2,9 @@ package fleet
 
 import (
 	"context"
+	"log/slog"
+	"maps"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,18 +104,23 @@ func TestAKeeperStartedWhileItsMemberLeavesJoinsANewMember(t *testing.T) {
 	})
 }
 
-// A host and a keeper that fail and are restarted (protoactor's default
-// supervision: Restarting, then Started again, with no Stopping) end the
+// msgRestarted is the warning of a host or keeper actor's restart.
+const msgRestarted = "fleet: an actor failed and was restarted"
+
+// A host and a keeper that fail and are restarted (restartStrategy:
+// Restarting, then Started again, with no Stopping) end the
 // ticker of their first start: the member's leave, which waits for its
-// goroutines, still returns when the keeper stops. A registry of nil is
-// what makes both fail here (no one sends it).
+// goroutines, still returns when the keeper stops. Each restart is logged
+// once, at WARN, with the actor's name and the panic's value. A registry of
+// nil is what makes both fail here (no one sends it).
 func TestARestartedHostAndKeeperLetTheMemberLeave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := unstartedCluster(t, NewKind(KindConfig{}))
 		sys := c.ActorSystem
 		mc := newMemCoord()
 		b := &Budget{c: c, opt: Options{MaxConnsPerRoute: 12, coord: func() coordinator { return mc.member() }}}
-		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: quiet})
+		logs := &logRecorder{}
+		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: slog.New(logs)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,5 +135,17 @@ func TestARestartedHostAndKeeperLetTheMemberLeave(t *testing.T) {
 			t.Fatal(err)
 		}
 		outliveDeadLetterThrottle()
+
+		restarts := logs.find(slog.LevelWarn, msgRestarted)
+		got := map[string]int{}
+		for _, r := range restarts {
+			got[r.attrs["actor"]]++
+			if !strings.Contains(r.attrs["reason"], "nil pointer") {
+				t.Errorf("a restart logged with the reason %q, want the panic's value", r.attrs["reason"])
+			}
+		}
+		if want := map[string]int{hostName: 1, k.PID().Id: 1}; !maps.Equal(got, want) {
+			t.Fatalf("restarts logged by actor: %v, want %v (all logs: %v)", got, want, logs.all())
+		}
 	})
 }

@@ -309,9 +309,9 @@ func (k *memberSink) Transfer(shards []int, epochs []uint64, to protocol.HostInf
 		return transferResult{e, ok, lost}
 	}, func(res any) {
 		if r := res.(transferResult); r.ok {
-			m.host.Transferred(shards, r.epochs, to, s.c.now)
+			m.host.Transferred(shards, epochs, r.epochs, to, s.c.now)
 		} else {
-			m.host.TransferFailed(shards, r.lost, s.c.now)
+			m.host.TransferFailed(shards, epochs, r.lost, s.c.now)
 		}
 	})
 }

@@ -10,8 +10,9 @@ import (
 
 // The messages cross the cluster in protobuf's wire format, written and read
 // with protowire (no generated code): a message is one byte naming its type,
-// then its fields. Decoding checks every field: a message from another
-// version, or a bug, is refused with ErrMalformed, never half read.
+// then its fields. Decoding checks every field, its wire type included: a
+// message from another version, or a bug, is refused with ErrMalformed,
+// never half read.
 
 // ErrMalformed is returned (wrapped) by Decode for bytes that are not a
 // well-formed fleet message.
@@ -163,7 +164,7 @@ func Decode(b []byte) (any, error) {
 	switch b[0] {
 	case tagRenew:
 		var m Renew
-		err := fields(body, func(n protowire.Number, f field) error {
+		err := fields(body, renewWire, func(n protowire.Number, f field) error {
 			switch n {
 			case 1:
 				m.Node = NodeID(f.str())
@@ -176,7 +177,7 @@ func Decode(b []byte) (any, error) {
 			case 5:
 				m.Release = f.v != 0
 			case 6:
-				e, err := embedded(f.b, setEntry)
+				e, err := embedded(f.b, entryWire, setEntry)
 				if err != nil {
 					return err
 				}
@@ -193,7 +194,7 @@ func Decode(b []byte) (any, error) {
 		return m, err
 	case tagRenewReply:
 		var m RenewReply
-		err := fields(body, func(n protowire.Number, f field) error {
+		err := fields(body, replyWire, func(n protowire.Number, f field) error {
 			switch n {
 			case 1:
 				m.Host = HostID(f.str())
@@ -208,7 +209,7 @@ func Decode(b []byte) (any, error) {
 			case 6:
 				m.Eager = f.v != 0
 			case 7:
-				g, err := embedded(f.b, setGrant)
+				g, err := embedded(f.b, grantWire, setGrant)
 				if err != nil {
 					return err
 				}
@@ -225,7 +226,7 @@ func Decode(b []byte) (any, error) {
 		return m, err
 	case tagNudge:
 		var m Nudge
-		err := fields(body, func(n protowire.Number, f field) error {
+		err := fields(body, nudgeWire, func(n protowire.Number, f field) error {
 			if n == 1 {
 				m.Host = HostID(f.str())
 			}
@@ -237,13 +238,13 @@ func Decode(b []byte) (any, error) {
 		return m, err
 	case tagHandoff:
 		var m Handoff
-		err := fields(body, func(n protowire.Number, f field) error {
+		err := fields(body, handoffWire, func(n protowire.Number, f field) error {
 			switch {
 			case shardField(n, f, &m.From, &m.Shard, &m.Epoch):
 			case n == 5:
 				m.ToSession = int64(f.v)
 			case n == 4:
-				l, err := embedded(f.b, setLedger)
+				l, err := embedded(f.b, ledgerWire, setLedger)
 				if err != nil {
 					return err
 				}
@@ -257,7 +258,7 @@ func Decode(b []byte) (any, error) {
 		return m, err
 	case tagHandoffAck:
 		var m HandoffAck
-		err := fields(body, func(n protowire.Number, f field) error {
+		err := fields(body, ackWire, func(n protowire.Number, f field) error {
 			shardField(n, f, &m.From, &m.Shard, &m.Epoch)
 			return nil
 		})
@@ -269,10 +270,11 @@ func Decode(b []byte) (any, error) {
 	return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 }
 
-// embedded reads an embedded message: each of b's fields goes to set.
-func embedded[T any](b []byte, set func(*T, protowire.Number, field) error) (T, error) {
+// embedded reads an embedded message of the wire types wire: each of b's
+// fields goes to set.
+func embedded[T any](b []byte, wire wireTypes, set func(*T, protowire.Number, field) error) (T, error) {
 	var v T
-	err := fields(b, func(n protowire.Number, f field) error { return set(&v, n, f) })
+	err := fields(b, wire, func(n protowire.Number, f field) error { return set(&v, n, f) })
 	return v, err
 }
 
@@ -323,7 +325,7 @@ func setLedger(l *LedgerState, n protowire.Number, f field) error {
 	case 1:
 		l.Route = f.str()
 	case 2:
-		h, err := embedded(f.b, setHolder)
+		h, err := embedded(f.b, holderWire, setHolder)
 		if err != nil {
 			return err
 		}
@@ -377,10 +379,47 @@ type field struct {
 func (f field) str() string { return string(f.b) }
 func (f field) int() int    { return int(protowire.DecodeZigZag(f.v)) }
 
+// wireType is the wire type a message's field is written with: wire[n] for
+// field n, the fields Encode writes.
+type wireType uint8
+
+const (
+	unknownField wireType = iota // a number this version does not write
+	varintField
+	bytesField
+)
+
+func (w wireType) String() string {
+	if w == bytesField {
+		return "bytes"
+	}
+	return "varint"
+}
+
+// wireTypes lists the wire type of each field of a message, by number.
+type wireTypes []wireType
+
+// The wire types of each message's fields, as Encode writes them.
+var (
+	renewWire = wireTypes{1: bytesField, 2: varintField, 3: varintField, 4: varintField, 5: varintField, 6: bytesField}
+	entryWire = wireTypes{1: bytesField, 2: varintField, 3: varintField, 4: varintField, 5: varintField, 6: varintField}
+	replyWire = wireTypes{1: bytesField, 2: varintField, 3: varintField, 4: varintField, 5: varintField, 6: varintField, 7: bytesField}
+	grantWire = wireTypes{1: varintField, 2: varintField, 3: varintField, 4: varintField, 5: varintField,
+		6: varintField, 7: varintField, 8: varintField, 9: bytesField}
+	nudgeWire   = wireTypes{1: bytesField}
+	handoffWire = wireTypes{1: bytesField, 2: varintField, 3: varintField, 4: bytesField, 5: varintField}
+	ackWire     = wireTypes{1: bytesField, 2: varintField, 3: varintField}
+	ledgerWire  = wireTypes{1: bytesField, 2: bytesField}
+	holderWire  = wireTypes{1: bytesField, 2: varintField, 3: varintField, 4: varintField, 5: varintField,
+		6: varintField, 7: varintField, 8: varintField, 9: varintField, 10: varintField, 11: varintField,
+		12: varintField, 13: varintField}
+)
+
 // fields reads b's fields in order and hands each to each; a field of a
-// number each does not know is skipped (a newer version's), one of a wire
-// type other than varint or bytes is refused.
-func fields(b []byte, each func(protowire.Number, field) error) error {
+// number wire does not list is skipped (a newer version's), one of a wire
+// type other than varint or bytes is refused, and so is a known field of
+// the other one (read as the type it is not, it would be taken for zero).
+func fields(b []byte, wire wireTypes, each func(protowire.Number, field) error) error {
 	for len(b) > 0 {
 		n, typ, k := protowire.ConsumeTag(b)
 		if k < 0 {
@@ -398,6 +437,9 @@ func fields(b []byte, each func(protowire.Number, field) error) error {
 		}
 		if k < 0 {
 			return fmt.Errorf("%w: field %d: %v", ErrMalformed, n, protowire.ParseError(k))
+		}
+		if n < protowire.Number(len(wire)) && wire[n] != unknownField && (typ == protowire.BytesType) != (wire[n] == bytesField) {
+			return fmt.Errorf("%w: field %d of wire type %d, want %v", ErrMalformed, n, typ, wire[n])
 		}
 		b = b[k:]
 		if err := each(n, f); err != nil {

@@ -3,8 +3,11 @@ package protocol
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 var codecSamples = []any{
@@ -53,9 +56,45 @@ func TestCodecRefusesMalformedMessages(t *testing.T) {
 	}
 }
 
+// wrongTypes are well-formed messages but for one known field written with
+// the other wire type (bytes for a number, a number for bytes), which a
+// decoder that does not check would read as zero.
+var wrongTypes = map[string][]byte{
+	"renew floor cap as bytes":   str(Encode(Renew{Node: "n", Seq: 1, Budget: 4, FloorCap: 2}), 4, "x"),
+	"renew release as bytes":     str(Encode(Renew{Node: "n", Seq: 1, Budget: 4}), 5, "x"),
+	"entry has as bytes":         embed(Encode(Renew{Node: "n", Seq: 1, Budget: 4}), 6, str(str(nil, 1, "r"), 2, "x")),
+	"entry route as a number":    embed(Encode(Renew{Node: "n", Seq: 1, Budget: 4}), 6, num(str(nil, 1, "r"), 1, 1)),
+	"reply lease as bytes":       str(Encode(RenewReply{Host: "h", Seq: 1}), 4, "x"),
+	"reply grant as a number":    num(Encode(RenewReply{Host: "h", Seq: 1}), 7, 1),
+	"grant epoch as bytes":       embed(Encode(RenewReply{Host: "h", Seq: 1}), 7, str(nil, 5, "x")),
+	"nudge host as a number":     num(Encode(Nudge{Host: "h"}), 1, 1),
+	"handoff session as bytes":   str(Encode(Handoff{From: "h0", Shard: 1, Epoch: 2, ToSession: 3}), 5, "x"),
+	"handoff ledger as a number": num(Encode(Handoff{From: "h0", Shard: 1, Epoch: 2}), 4, 1),
+	"holder has as bytes": embed(Encode(Handoff{From: "h0", Shard: 1, Epoch: 2}), 4,
+		embed(str(nil, 1, "r"), 2, str(sint(str(nil, 1, "n1"), 2, 4), 3, "x"))),
+	"ack epoch as bytes": str(Encode(HandoffAck{From: "h1", Shard: 1, Epoch: 2}), 3, "x"),
+}
+
+// embed appends the embedded message inner to b as field n.
+func embed(b []byte, n protowire.Number, inner []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(b, n, protowire.BytesType), inner)
+}
+
+func TestCodecRefusesAKnownFieldOfTheWrongWireType(t *testing.T) {
+	for name, b := range wrongTypes {
+		m, err := Decode(b)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "wire type") {
+			t.Errorf("%s: decoded %+v, %v; want ErrMalformed naming the wire type", name, m, err)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	for _, m := range codecSamples {
 		f.Add(Encode(m))
+	}
+	for _, b := range wrongTypes {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Decode(b)

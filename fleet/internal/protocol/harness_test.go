@@ -69,7 +69,7 @@ func (s hostSink) Transfer(shards []int, epochs []uint64, to HostInfo) {
 			f.owners[sh] = to.ID
 			next = append(next, epochs[i]+1)
 		}
-		f.hosts[s.id].Transferred(shards, next, to, f.now)
+		f.hosts[s.id].Transferred(shards, epochs, next, to, f.now)
 	})
 }
 

@@ -456,12 +456,20 @@ func (h *Host) AcquireFailed(s int, owner HostID, now time.Time) {
 	h.nudgeAsked(sh)
 }
 
-// Transferred records that shards now belong to to, at epochs: their ledgers
-// go to it in a Handoff, sent again until acknowledged.
-func (h *Host) Transferred(shards []int, epochs []uint64, to HostInfo, now time.Time) {
+// Transferred records that shards, asked to move at the epochs asked, now
+// belong to to, at epochs: their ledgers go to it in a Handoff, sent again
+// until acknowledged. A shard whose epoch is no longer the one asked about
+// (the answer came after the session it was asked under was lost, and the
+// host took the shard again since) is left alone: the answer is about an
+// ownership that ended. It returns how many shards it left so.
+func (h *Host) Transferred(shards []int, asked, epochs []uint64, to HostInfo, now time.Time) (stale int) {
 	for i, s := range shards {
 		sh := h.shards[s]
 		if sh == nil {
+			continue
+		}
+		if sh.epoch != asked[i] {
+			stale++
 			continue
 		}
 		ho := Handoff{From: h.cfg.ID, Shard: s, Epoch: epochs[i], ToSession: to.Lease}
@@ -474,23 +482,31 @@ func (h *Host) Transferred(shards []int, epochs []uint64, to HostInfo, now time.
 		h.outgoing[s] = &outgoing{to: to, h: ho, nextAt: now.Add(h.cfg.Lease / 6)}
 		h.sink.SendHandoff(to.ID, ho)
 	}
+	return stale
 }
 
-// TransferFailed records that a Transfer did not happen: lost says the host
-// no longer owns the shards (its key was gone), else it owns them still.
-func (h *Host) TransferFailed(shards []int, lost bool, now time.Time) {
-	for _, s := range shards {
+// TransferFailed records that a Transfer of shards, asked at the epochs
+// asked, did not happen: lost says the host no longer owns the shards (its
+// key was gone), else it owns them still. A shard whose epoch is no longer
+// the one asked about is left alone, as by Transferred; it returns how many
+// shards it left so.
+func (h *Host) TransferFailed(shards []int, asked []uint64, lost bool, now time.Time) (stale int) {
+	for i, s := range shards {
 		sh := h.shards[s]
 		if sh == nil {
 			continue
 		}
-		if lost {
+		switch {
+		case sh.epoch != asked[i]:
+			stale++
+		case lost:
 			h.dropShard(s)
-		} else if sh.state == moving {
+		case sh.state == moving:
 			sh.state = owned
 			h.nudgeAsked(sh)
 		}
 	}
+	return stale
 }
 
 // ReceiveHandoff installs a shard's ledgers that its previous owner

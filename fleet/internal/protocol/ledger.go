@@ -21,7 +21,10 @@ import (
 // holder (its lease ran out before it renewed) may be on its floor, which is
 // never more than it was counted for: it counts
 // max(min(floor, max(grant, has, onFloor)), held, vouched) until it renews,
-// or leaves the registry.
+// or leaves the registry. A budget that shrinks (a configuration lowered:
+// the ledger divides the smallest budget its live holders ask for) leaves the
+// sum above it until the holders confirm their smaller grants: meanwhile
+// Committed says so, and no holder is granted a unit it does not have.
 //
 // Division is max-min fair by need (wants): holders needing the level or less
 // get their need, the others the level, and the units left over go one a

@@ -262,7 +262,7 @@ func TestLeasesHandedToAHostThatDiesStillCountAfterTheTakeover(t *testing.T) {
 	leaseEnd := now.Add(rep.Lease)
 	// a hands the shard to b, which dies as soon as it has the ledgers.
 	now = now.Add(100 * time.Millisecond)
-	hosts["a"].Transferred([]int{shard}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, now)
+	hosts["a"].Transferred([]int{shard}, []uint64{1}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, now)
 	hosts["b"].ReceiveHandoff(sink.handoffs[0], now)
 	hosts["b"].SessionLost()
 	// c takes the shard over, and n1 asks for all of it while n0's lease runs.
@@ -314,7 +314,7 @@ func TestAHandoffToAnEndedSessionOwnsNothing(t *testing.T) {
 	route := routeOn(t, reg, "b")
 	shard := ShardOf(route, DefaultShards)
 	a.Acquired(shard, 1, false, t0)
-	a.Transferred([]int{shard}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, t0)
+	a.Transferred([]int{shard}, []uint64{1}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, t0)
 	b.SessionLost()
 	b.Confirmed(3, t0.Add(time.Hour)) // b's new session
 	b.ReceiveHandoff(sink.handoffs[0], t0)
@@ -324,5 +324,78 @@ func TestAHandoffToAnEndedSessionOwnsNothing(t *testing.T) {
 	}
 	if b.Owned() != 1 || sink.acquired != 1 {
 		t.Fatalf("b owns %d shards and asked for %d, want the shard asked for anew (1, 1)", b.Owned(), sink.acquired)
+	}
+}
+
+// A transfer's answer can come after the session it was asked under is lost
+// (the shards went with it) and the host took a shard again, at a new epoch:
+// the answer, Transferred or TransferFailed with lost, is about the old
+// ownership and must leave the new one alone.
+func TestAStaleTransferAnswerLeavesAShardTakenAgainAlone(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "a", Lease: 1}, {ID: "b", Lease: 2}}, []NodeID{"n0"})
+	route := routeOn(t, reg, "a")
+	shard := ShardOf(route, DefaultShards)
+	for _, answer := range []string{"Transferred", "TransferFailed lost"} {
+		var sink nullSink
+		a := NewHost(HostConfig{ID: "a"}, &sink)
+		a.SetRegistry(reg, t0)
+		a.Confirmed(1, t0.Add(time.Hour))
+		a.Acquired(shard, 1, false, t0)
+		// The transfer of the shard at epoch 1 is under way when the
+		// session is lost; a new session takes the shard again, at 2.
+		a.SessionLost()
+		a.Confirmed(3, t0.Add(time.Hour))
+		a.Acquired(shard, 2, true, t0)
+		switch answer {
+		case "Transferred":
+			a.Transferred([]int{shard}, []uint64{1}, []uint64{2}, HostInfo{ID: "b", Lease: 2}, t0)
+		default:
+			a.TransferFailed([]int{shard}, []uint64{1}, true, t0)
+		}
+		if a.Owned() != 1 || len(sink.handoffs) != 0 {
+			t.Errorf("%s at epoch 1: a owns %d shards and sent %d handoffs, want the shard taken at 2 kept (1, 0)",
+				answer, a.Owned(), len(sink.handoffs))
+			continue
+		}
+		now := t0.Add(DefaultLease) // safe mode over
+		rep := a.HandleRenew(Renew{Node: "n0", Seq: 1, Budget: 8, Entries: []Entry{{Route: route, Need: 8, Want: 8}}}, now)
+		if g := rep.Grants[0]; g.Status != StatusOK || g.Epoch != 2 || g.Grant != 8 {
+			t.Errorf("%s at epoch 1: a answered %+v, want all 8 at epoch 2", answer, g)
+		}
+	}
+}
+
+// The answer to a transfer asked at the shard's current epoch is applied:
+// Transferred hands the ledgers over, TransferFailed lost drops the shard,
+// TransferFailed not lost makes a moving shard owned again.
+func TestATransferAnswerAtTheCurrentEpochIsApplied(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "a", Lease: 1}, {ID: "b", Lease: 2}}, []NodeID{"n0"})
+	route := routeOn(t, reg, "a")
+	shard := ShardOf(route, DefaultShards)
+	for _, tc := range []struct {
+		answer  string
+		owned   int
+		handoff int
+	}{{"Transferred", 0, 1}, {"TransferFailed lost", 0, 0}, {"TransferFailed", 1, 0}} {
+		var sink nullSink
+		a := NewHost(HostConfig{ID: "a"}, &sink)
+		a.SetRegistry(reg, t0)
+		a.Confirmed(1, t0.Add(time.Hour))
+		a.Acquired(shard, 4, false, t0)
+		switch tc.answer {
+		case "Transferred":
+			a.Transferred([]int{shard}, []uint64{4}, []uint64{5}, HostInfo{ID: "b", Lease: 2}, t0)
+		case "TransferFailed lost":
+			a.TransferFailed([]int{shard}, []uint64{4}, true, t0)
+		default:
+			a.TransferFailed([]int{shard}, []uint64{4}, false, t0)
+		}
+		if a.Owned() != tc.owned || len(sink.handoffs) != tc.handoff {
+			t.Fatalf("%s at epoch 4: a owns %d shards and sent %d handoffs, want %d and %d",
+				tc.answer, a.Owned(), len(sink.handoffs), tc.owned, tc.handoff)
+		}
+		if tc.handoff == 1 && (sink.handoffs[0].Epoch != 5 || sink.handoffs[0].Shard != shard) {
+			t.Fatalf("the handoff %+v, want shard %d at epoch 5", sink.handoffs[0], shard)
+		}
 	}
 }

@@ -1,0 +1,121 @@
+package protocol
+
+import (
+	"fmt"
+	"testing"
+)
+
+// shrinkNode is a node as the ledger sees it: it enforces its last grant,
+// closes what is above it at once, holds half of it when it renews (the rest
+// it may open at any time), and renews at once when nudged.
+type shrinkNode struct {
+	id       NodeID
+	budget   int
+	enforced int // its share: it holds no more
+	held     int
+}
+
+// A budget that shrinks (a configuration lowered, node by node or all at
+// once) leaves the nodes holding more than the new budget: the ledger must
+// count that as over the budget, grant no unit a node does not have until the
+// sum is below the new budget (not even to a node that joins with the old
+// budget meanwhile), and bring the nodes down to their fair parts of it.
+func TestALedgerWhoseBudgetShrinksGrantsNothingNewUntilTheSumIsBelowIt(t *testing.T) {
+	for _, tc := range []struct {
+		from, to, nodes, need int
+		rolling               bool // one node at a time takes the new budget
+	}{
+		{from: 12, to: 6, nodes: 3, need: 6, rolling: true},
+		{from: 12, to: 6, nodes: 3, need: 6},
+		{from: 30, to: 9, nodes: 3, need: 20, rolling: true},
+		{from: 12, to: 4, nodes: 2, need: 12},
+		{from: 40, to: 3, nodes: 4, need: 10},
+	} {
+		name := fmt.Sprintf("%d to %d, %d nodes, rolling %v", tc.from, tc.to, tc.nodes, tc.rolling)
+		t.Run(name, func(t *testing.T) {
+			l := NewLedger("r")
+			now := t0
+			c := applyCtx{lease: DefaultLease, turn: DefaultLease / 3, retry: DefaultLease / 8, floor: 0}
+			nodes := make([]*shrinkNode, tc.nodes)
+			for i := range nodes {
+				nodes[i] = &shrinkNode{id: NodeID(fmt.Sprintf("n%d", i)), budget: tc.from}
+			}
+			byID := map[NodeID]*shrinkNode{}
+			var renew func(n *shrinkNode) Grant
+			renew = func(n *shrinkNode) Grant {
+				byID[n.id] = n
+				c.now = now
+				g, nudged := l.apply(n.id, n.budget, Entry{Has: n.enforced, Held: n.held, Need: tc.need, Want: tc.need}, c)
+				if g.Grant > n.enforced && l.Committed() > g.Budget {
+					t.Fatalf("%s was granted %d, above the %d it had, with %d committed of a budget of %d: %s",
+						n.id, g.Grant, n.enforced, l.Committed(), g.Budget, l)
+				}
+				n.enforced = g.Grant
+				n.held = (g.Grant + 1) / 2
+				for _, id := range nudged {
+					renew(byID[id]) // a nudged node renews at once
+				}
+				return g
+			}
+			sum := func() (enforced int) {
+				for _, n := range nodes {
+					enforced += n.enforced
+				}
+				return enforced
+			}
+			for range 4 {
+				for _, n := range nodes {
+					renew(n)
+				}
+				now = now.Add(DefaultLease / 3)
+			}
+			if s := sum(); s != tc.from || l.Committed() != tc.from {
+				t.Fatalf("before the change the nodes hold %d, the ledger counts %d; want the whole budget %d", s, l.Committed(), tc.from)
+			}
+
+			// The budget shrinks.
+			for i, n := range nodes {
+				if tc.rolling && i > 0 {
+					break
+				}
+				n.budget = tc.to
+			}
+			for round := range 10 {
+				if round == 1 {
+					// A node joins that the change has not reached.
+					nodes = append(nodes, &shrinkNode{id: "late", budget: tc.from})
+				}
+				for i, n := range nodes {
+					if tc.rolling && i == round || n.id == "late" && round == 5 {
+						n.budget = tc.to // the change reaches the next node
+					}
+					g := renew(n)
+					if g.Budget != tc.to {
+						t.Fatalf("round %d: %s's grant says a budget of %d, want the new %d", round, n.id, g.Budget, tc.to)
+					}
+					// What the nodes may use is never counted as less: a
+					// ledger over the budget says so.
+					if s := sum(); l.Committed() < s {
+						t.Fatalf("round %d: the nodes may use %d, the ledger counts only %d: %s", round, s, l.Committed(), l)
+					}
+				}
+				now = now.Add(DefaultLease / 3)
+			}
+			if l.Committed() > tc.to {
+				t.Fatalf("after ten rounds the ledger counts %d, above the new budget %d: %s", l.Committed(), tc.to, l)
+			}
+			// The needs exceed the budget: it is all counted (a unit that
+			// rotates is counted for the node that gives it up until it
+			// confirms), each node's part the level or one more.
+			level := tc.to / len(nodes)
+			if l.Committed() != tc.to {
+				t.Errorf("the ledger ended counting %d, want the whole new budget %d: %s", l.Committed(), tc.to, l)
+			}
+			for _, n := range nodes {
+				if n.enforced < level || n.enforced > level+1 {
+					t.Errorf("%s ended with %d, want its fair part of %d (%d or %d): %s", n.id, n.enforced, tc.to, level, level+1, l)
+				}
+			}
+		})
+	}
+}
