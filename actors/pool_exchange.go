@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/conn"
+	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 	"github.com/connactor/connactor/telemetry"
@@ -32,6 +33,7 @@ type Exchange struct {
 	exReq    conn.ExchangeRequest
 	exReply  wait.Ticket[conn.ExchangeResponse]
 	released Released
+	h2body   h2.Body // the response body of its HTTP/2 stream (stream)
 }
 
 // Lease obtains a connection of the call's route (or a stream of an HTTP/2
@@ -169,12 +171,13 @@ func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 // stream sends req on a stream of the leased HTTP/2 connection, on this
 // goroutine: the connection's own read loop delivers the response head. The
 // lease is released when the stream is over (StreamEnded), or at once when it
-// failed.
+// failed. The response body's wrapper is the exchange's own (h2body): no
+// allocation per stream beside the exchange.
 func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 	if x.gzip {
 		req = withGzip(req)
 	}
-	resp, err := x.got.H2.RoundTrip(req, x) // x is the stream's h2.Ender (StreamEnded)
+	resp, err := x.got.H2.RoundTripBody(req, x, &x.h2body) // x is the stream's h2.Ender (StreamEnded)
 	if err != nil {
 		x.release(Released{Reusable: true}) // the stream is over; the connection reports its own fate
 		return nil, err

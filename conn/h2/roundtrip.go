@@ -34,6 +34,20 @@ type Ender interface {
 // is a *RoundTripError (see ErrRefused, ErrNoStream). req.Body is closed in
 // every case, as an http.RoundTripper closes it.
 func (c *Conn) RoundTrip(req *http.Request, done Ender) (*http.Response, error) {
+	return c.roundTrip(req, done, nil)
+}
+
+// RoundTripBody is RoundTrip with the response body's wrapper in b, which the
+// caller provides (a field of the value that holds the stream's state, say),
+// where RoundTrip allocates one per stream. b must be a zero Body, used for
+// this one stream only, and outlive the response body; it is resp.Body on a
+// successful return (but of a HEAD request, whose body is http.NoBody).
+func (c *Conn) RoundTripBody(req *http.Request, done Ender, b *Body) (*http.Response, error) {
+	return c.roundTrip(req, done, b)
+}
+
+// roundTrip is RoundTrip; b (nil: one allocated) is the body's wrapper.
+func (c *Conn) roundTrip(req *http.Request, done Ender, b *Body) (*http.Response, error) {
 	if !c.startStream() {
 		if req.Body != nil {
 			req.Body.Close() // as the engine does on every path
@@ -63,21 +77,28 @@ func (c *Conn) RoundTrip(req *http.Request, done Ender) (*http.Response, error) 
 		}
 		return resp, nil
 	}
-	resp.Body = &body{rc: resp.Body, c: c, done: done}
+	if b == nil {
+		b = new(Body)
+	}
+	b.rc, b.c, b.done = resp.Body, c, done
+	resp.Body = b
 	return resp, nil
 }
 
-// body ends its stream's accounting exactly once: at EOF, on a read error, or on
-// Close. Read and Close may be called concurrently (Close aborts a Read), as on
-// the engine's body.
-type body struct {
+// Body is a stream's response body: the engine's, which ends its stream's
+// accounting exactly once, at EOF, on a read error, or on Close. Read and
+// Close may be called concurrently (Close aborts a Read), as on the engine's
+// body. Its zero value is what RoundTripBody fills; only RoundTripBody makes
+// one readable.
+type Body struct {
 	rc   io.ReadCloser
 	c    *Conn
 	done Ender
 	over atomic.Bool
 }
 
-func (b *body) Read(p []byte) (int, error) {
+// Read reads the engine's body, and ends the stream at EOF or on an error.
+func (b *Body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil {
 		if err == io.EOF {
@@ -91,13 +112,13 @@ func (b *body) Read(p []byte) (int, error) {
 
 // Close resets the stream if the body was not read to its end (the engine sends
 // RST_STREAM CANCEL), which leaves the connection and its other streams alone.
-func (b *body) Close() error {
+func (b *Body) Close() error {
 	err := b.rc.Close()
 	b.finish(nil)
 	return err
 }
 
-func (b *body) finish(err error) {
+func (b *Body) finish(err error) {
 	if !b.over.CompareAndSwap(false, true) {
 		return
 	}

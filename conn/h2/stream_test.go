@@ -239,3 +239,41 @@ func TestTraceHooksFireAsInNetHTTP(t *testing.T) {
 		t.Errorf("hooks fired: %q", got)
 	}
 }
+
+// RoundTripBody puts the response body in the caller's Body, which ends the
+// stream (the accounting and done) as RoundTrip's does: at EOF, once.
+func TestRoundTripBodyUsesTheCallersBody(t *testing.T) {
+	ts, _ := startH2(t, nil, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "Hello, World!")
+	}))
+	c := newConn(t, dialH2(t, ts, ts.Listener.Addr().String()), Options{}, newRecorder())
+	var b Body
+	ended := make(chan error, 2)
+	req, _ := http.NewRequest(http.MethodGet, ts.URL, nil)
+	resp, err := c.RoundTripBody(req, EndFunc(func(err error) { ended <- err }), &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Body != &b {
+		t.Fatalf("resp.Body is %T %p, want the caller's Body %p", resp.Body, resp.Body, &b)
+	}
+	if st := c.Streams(); st.Active != 1 {
+		t.Fatalf("Active = %d while the body is unread, want 1", st.Active)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != "Hello, World!" {
+		t.Fatalf("body %q, %v", got, err)
+	}
+	if err := <-ended; err != nil {
+		t.Fatalf("done told %v at EOF, want nil", err)
+	}
+	resp.Body.Close()
+	if st := c.Streams(); st.Active != 0 {
+		t.Fatalf("Active = %d after EOF and Close, want 0", st.Active)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("done told twice (second: %v)", err)
+	default:
+	}
+}
