@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sourcegraph/conc"
 
+	"github.com/connactor/connactor/internal/testkit/logrec"
 	"github.com/connactor/connactor/internal/testkit/loopbacks"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
@@ -27,7 +27,7 @@ type resolverHarness struct {
 	res     *loopbacks.Resolver
 	pid     *actor.PID
 	answers chan *EndpointsResolved
-	logs    *logCount
+	logs    *logrec.Recorder
 }
 
 // watcher forwards what a resolver tells it.
@@ -39,31 +39,6 @@ func (w *watcher) Receive(ctx actor.Context) {
 	}
 }
 
-// logCount counts the records logged, by level and message.
-type logCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (l *logCount) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logCount) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logCount) WithGroup(string) slog.Handler            { return l }
-func (l *logCount) Handle(_ context.Context, r slog.Record) error {
-	if r.Level < slog.LevelInfo {
-		return nil
-	}
-	l.mu.Lock()
-	l.n[r.Level.String()+" "+r.Message]++
-	l.mu.Unlock()
-	return nil
-}
-
-func (l *logCount) count(level slog.Level, msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n[level.String()+" "+msg]
-}
-
 const (
 	msgFailing   = "connactor: resolving a host fails; its routes keep its last addresses"
 	msgRecovered = "connactor: resolving a host succeeds again"
@@ -73,7 +48,7 @@ const (
 // watcher; the test sets res before the first lookup it waits for.
 func newResolverHarness(t *testing.T, refresh time.Duration) *resolverHarness {
 	h := &resolverHarness{t: t, res: &loopbacks.Resolver{}, answers: make(chan *EndpointsResolved, 64),
-		logs: &logCount{n: map[string]int{}}}
+		logs: &logrec.Recorder{}}
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	life, cancel := context.WithCancel(context.Background())
 	var wg conc.WaitGroup
@@ -184,7 +159,7 @@ func TestAFailingLookupKeepsTheLastSetAndLogsOncePerChange(t *testing.T) {
 				t.Fatalf("failed lookup %d came %v after the last, want %v", i+1, d, w)
 			}
 		}
-		if n := h.logs.count(slog.LevelWarn, msgFailing); n != 1 {
+		if n := h.logs.Count(slog.LevelWarn, msgFailing); n != 1 {
 			t.Fatalf("%d warnings while failing, want 1", n)
 		}
 		h.res.Set(loopbacks.Addr(3), loopbacks.Addr(4))
@@ -193,7 +168,7 @@ func TestAFailingLookupKeepsTheLastSetAndLogsOncePerChange(t *testing.T) {
 			t.Fatalf("recovered: %+v, want the new set", m)
 		}
 		h.next()
-		if n := h.logs.count(slog.LevelInfo, msgRecovered); n != 1 {
+		if n := h.logs.Count(slog.LevelInfo, msgRecovered); n != 1 {
 			t.Fatalf("%d recovery notes, want 1", n)
 		}
 	})

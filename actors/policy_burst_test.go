@@ -1,57 +1,14 @@
 package actors
 
 import (
-	"context"
 	"errors"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/connactor/connactor/internal/testkit/logrec"
 	"github.com/connactor/connactor/internal/wait"
 )
-
-// logLines is a slog handler that keeps each record as "LEVEL message",
-// followed by " waits_for=..." when it has that attribute, for tests of what
-// an actor logs.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	line := r.Level.String() + " " + r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "waits_for" {
-			line += " waits_for=" + a.Value.String()
-		}
-		return true
-	})
-	l.lines = append(l.lines, line)
-	return nil
-}
-
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-// count returns how many records' messages contain part.
-func (l *logLines) count(part string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.Contains(s, part) {
-			n++
-		}
-	}
-	return n
-}
 
 const (
 	logOpens   = "route fails fast"
@@ -69,11 +26,11 @@ const (
 // is logged once.
 func TestABurstOfRefusedDialsOpensTheBreakerOnceAndOnlyAFailedProbeDoublesIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logs := &logLines{}
+		logs := &logrec.Recorder{}
 		p := newPool(t, 8, 64, func(cfg *SupervisorConfig) {
 			cfg.Route.FailFast = FailFast{Threshold: 5, Cooldown: time.Second, MaxCooldown: 30 * time.Second}
 			cfg.Route.Rand = func() float64 { return 0.5 } // no jitter
-			cfg.Route.Logger = slog.New(logs)
+			cfg.Route.Logger = logs.Logger()
 		})
 		gap := make(chan struct{})
 		p.mu.Lock()
@@ -156,10 +113,10 @@ func TestABurstOfRefusedDialsOpensTheBreakerOnceAndOnlyAFailedProbeDoublesIt(t *
 		if st := p.stats(h); st.FailFast != "closed" {
 			t.Fatalf("after a successful probe: %s", st.FailFast)
 		}
-		if n := logs.count(logOpens); n != 2 {
+		if n := len(logs.Containing(logOpens)); n != 2 {
 			t.Errorf("%q logged %d times; want 2: the burst's opening and the failed probe's", logOpens, n)
 		}
-		if n, m := logs.count(logFailing), logs.count(logRecover); n != 1 || m != 1 {
+		if n, m := len(logs.Containing(logFailing)), len(logs.Containing(logRecover)); n != 1 || m != 1 {
 			t.Errorf("%q logged %d times and %q %d times; want each once", logFailing, n, logRecover, m)
 		}
 	})

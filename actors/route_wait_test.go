@@ -1,13 +1,13 @@
 package actors
 
 import (
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/internal/testkit/logrec"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -29,8 +29,8 @@ func settleDeadLetters(t *testing.T) {
 // long wait only once a minute has passed since.
 func TestEveryWaitOverLongWaitIsWarnedOfAtMostOnceAMinute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		logs := &logLines{}
-		p := newPool(t, 1, 8, func(cfg *SupervisorConfig) { cfg.Route.Logger = slog.New(logs) })
+		logs := &logrec.Recorder{}
+		p := newPool(t, 1, 8, func(cfg *SupervisorConfig) { cfg.Route.Logger = logs.Logger() })
 		h := p.route("a")
 		waitFor := func(d time.Duration) {
 			held := p.leased(p.ask(h))
@@ -41,7 +41,7 @@ func TestEveryWaitOverLongWaitIsWarnedOfAtMostOnceAMinute(t *testing.T) {
 			p.release(h, true, p.leased(next))
 			synctest.Wait()
 		}
-		warned := func() int { return logs.count(logLongWaits + ": every connection of the route is in use") }
+		warned := func() int { return len(logs.Containing(logLongWaits + ": every connection of the route is in use")) }
 		for _, step := range []struct {
 			sleep, wait time.Duration
 			want        int
@@ -55,11 +55,11 @@ func TestEveryWaitOverLongWaitIsWarnedOfAtMostOnceAMinute(t *testing.T) {
 			waitFor(step.wait)
 			if n := warned(); n != step.want {
 				t.Fatalf("after a wait of %v: %d warnings naming MaxConnsPerRoute, want %d (logged: %q)",
-					step.wait, n, step.want, logs.lines)
+					step.wait, n, step.want, logs.All())
 			}
 		}
-		if n := logs.count("waits_for=MaxConnsPerRoute"); n != 2 {
-			t.Fatalf("%d warnings say waits_for=MaxConnsPerRoute, want 2 (logged: %q)", n, logs.lines)
+		if n := len(logs.Having("waits_for", "MaxConnsPerRoute")); n != 2 {
+			t.Fatalf("%d warnings say waits_for=MaxConnsPerRoute, want 2 (logged: %+v)", n, logs.All())
 		}
 	})
 }
@@ -133,9 +133,9 @@ func TestALongWaitWarningNamesWhatTheCallerWaitsFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				settleDeadLetters(t)
-				logs := &logLines{}
+				logs := &logrec.Recorder{}
 				p := newPool(t, 2, 8, func(cfg *SupervisorConfig) {
-					cfg.Logger, cfg.Route.Logger = slog.New(logs), slog.New(logs)
+					cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
 					if tc.opt != nil {
 						tc.opt(cfg)
 					}
@@ -144,8 +144,8 @@ func TestALongWaitWarningNamesWhatTheCallerWaitsFor(t *testing.T) {
 				synctest.Wait()
 				time.Sleep(LongWait + 100*time.Millisecond)
 				synctest.Wait()
-				if n, all := logs.count("waits_for="+tc.cause), logs.count(logLongWaits); n != 1 || all != 1 {
-					t.Fatalf("%d long-wait warnings, %d of them naming %q; want one (logged: %q)", all, n, tc.cause, logs.lines)
+				if n, all := len(logs.Having("waits_for", tc.cause)), len(logs.Containing(logLongWaits)); n != 1 || all != 1 {
+					t.Fatalf("%d long-wait warnings, %d of them naming %q; want one (logged: %+v)", all, n, tc.cause, logs.All())
 				}
 			})
 		})

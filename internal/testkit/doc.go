@@ -6,6 +6,7 @@
 // squid, etcd), toxiproxy's client (toxi), the requests several packages'
 // tests send (calls), the parts that fleet budget tests and examples share
 // (fleettest: counted upstreams, etcd, member processes), and the helpers
-// that find programs (lookpath) and name errors in reports (errname). Nothing
+// that find programs (lookpath), name errors in reports (errname) and record
+// what is logged (logrec). Nothing
 // in the library imports it; the tests, cmd/soak and cmd/connbench do.
 package testkit
