@@ -437,3 +437,43 @@ func TestAHostThatJoinsNudgesTheNodesItCouldNotAnswerYet(t *testing.T) {
 		t.Fatalf("a later confirmation nudged %v again, want each parked node nudged once", sink.nudged)
 	}
 }
+
+// keeperLog records the renewals a keeper sends.
+type keeperLog struct{ sent []Renew }
+
+func (s *keeperLog) Send(_ HostID, r Renew)               { s.sent = append(s.sent, r) }
+func (s *keeperLog) ShareChanged(string, int, int)        {}
+func (s *keeperLog) Renewed(HostID, time.Duration, error) {}
+
+// A renewal held back by MinGap is due when the gap ends: NextWake says
+// when, so that a driver that ticks coarsely sends it then, not at its next
+// tick.
+func TestAKeeperSaysWhenARenewalHeldBackBecomesDue(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "h0", Lease: 1}}, []NodeID{"n0"})
+	var sink keeperLog
+	k := NewKeeper(KeeperConfig{Node: "n0", Budget: 12}, &sink)
+	k.SetRegistry(reg, t0)
+	k.Usage(routeA, 0, 0, 1, t0)
+	k.Tick(t0)
+	if len(sink.sent) != 1 {
+		t.Fatalf("a new route sent %d renewals, want 1", len(sink.sent))
+	}
+	k.HandleReply(RenewReply{Host: "h0", Seq: sink.sent[0].Seq, Lease: DefaultLease,
+		Grants: []Grant{{Status: StatusOK, Grant: 2, Budget: 12}}}, t0.Add(time.Millisecond))
+	// The demand grows past the grant 2 ms after the renewal left: the
+	// next one may leave once MinGap has passed since.
+	at := t0.Add(2 * time.Millisecond)
+	k.Usage(routeA, 2, 0, 5, at)
+	k.Tick(at)
+	gapEnd := t0.Add(k.Config().MinGap)
+	if len(sink.sent) != 1 {
+		t.Fatalf("a renewal left within MinGap of the last")
+	}
+	if w := k.NextWake(); !w.Equal(gapEnd) {
+		t.Fatalf("NextWake %v after the renewal, want the end of MinGap, %v", w.Sub(t0), gapEnd.Sub(t0))
+	}
+	k.Tick(gapEnd)
+	if len(sink.sent) != 2 || sink.sent[1].Entries[0].Need != 7 {
+		t.Fatalf("at the end of MinGap the keeper sent %+v, want a renewal needing 7", sink.sent[1:])
+	}
+}
