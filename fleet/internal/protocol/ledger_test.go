@@ -160,3 +160,36 @@ func TestALedgerNudgesAWaitingNodeAgainOnceItTookWhatItWasNudgedFor(t *testing.T
 		t.Fatalf("the ledger counts %d, want the budget, 12", got)
 	}
 }
+
+// A node nudged for a unit that another takes first (a node new to the
+// ledger is granted what is free) is nudged again for the next unit that
+// comes free, once it has come, rather than waiting out its RetryAfter.
+func TestALedgerNudgesAWaitingNodeAgainAfterAnotherTookItsUnit(t *testing.T) {
+	l := NewLedger("r")
+	now := t0
+	c := applyCtx{lease: DefaultLease, turn: DefaultLease / 3, retry: DefaultLease / 8}
+	apply := func(n NodeID, has, held, need int) (Grant, []NodeID) {
+		now = now.Add(time.Millisecond)
+		c.now = now
+		return l.apply(n, 12, Entry{Has: has, Held: held, Need: need, Want: need}, c)
+	}
+	apply("a", 0, 0, 6)
+	apply("b", 0, 0, 6)
+	apply("c", 0, 0, 6)
+	apply("a", 6, 6, 6)
+	if _, nudged := apply("a", 5, 5, 6); !slices.Contains(nudged, NodeID("c")) {
+		t.Fatalf("a gave a unit back and the ledger nudged %v, want c", nudged)
+	}
+	if g, _ := apply("d", 0, 0, 6); g.Grant != 1 {
+		t.Fatalf("d, new, was granted %d, want the free unit", g.Grant)
+	}
+	if g, _ := apply("c", 0, 0, 6); g.Grant != 0 {
+		t.Fatalf("c came after d and was granted %d, want 0", g.Grant)
+	}
+	if _, nudged := apply("a", 4, 4, 6); !slices.Contains(nudged, NodeID("c")) {
+		t.Fatalf("a gave another unit back soon after and the ledger nudged %v, want c again", nudged)
+	}
+	if g, _ := apply("c", 0, 0, 6); g.Grant != 1 {
+		t.Fatalf("c came again and was granted %d, want the unit a gave back", g.Grant)
+	}
+}
