@@ -122,19 +122,26 @@ func TestALedgerWhoseBudgetShrinksGrantsNothingNewUntilTheSumIsBelowIt(t *testin
 	}
 }
 
+// renewals12 returns a ledger of budget 12 and a function that applies a
+// node's renewal to it (wanting what it needs), a millisecond after the
+// last.
+func renewals12() (*Ledger, func(n NodeID, has, held, need int) (Grant, []NodeID)) {
+	l := NewLedger("r")
+	now := t0
+	c := applyCtx{lease: DefaultLease, turn: DefaultLease / 3, retry: DefaultLease / 8}
+	return l, func(n NodeID, has, held, need int) (Grant, []NodeID) {
+		now = now.Add(time.Millisecond)
+		c.now = now
+		return l.apply(n, 12, Entry{Has: has, Held: held, Need: need, Want: need}, c)
+	}
+}
+
 // A node waiting for its fair part is nudged for each unit that comes free,
 // not once per retry gap: nudged for the first units the others give back,
 // it comes and takes them, and is nudged again when more come free soon
 // after, rather than waiting out its RetryAfter for them.
 func TestALedgerNudgesAWaitingNodeAgainOnceItTookWhatItWasNudgedFor(t *testing.T) {
-	l := NewLedger("r")
-	now := t0
-	c := applyCtx{lease: DefaultLease, turn: DefaultLease / 3, retry: DefaultLease / 8}
-	apply := func(n NodeID, has, held, need int) (Grant, []NodeID) {
-		now = now.Add(time.Millisecond)
-		c.now = now
-		return l.apply(n, 12, Entry{Has: has, Held: held, Need: need, Want: need}, c)
-	}
+	l, apply := renewals12()
 	apply("a", 0, 0, 6)
 	apply("b", 0, 0, 6)
 	if g, _ := apply("c", 0, 0, 6); g.Grant != 0 {
@@ -165,14 +172,7 @@ func TestALedgerNudgesAWaitingNodeAgainOnceItTookWhatItWasNudgedFor(t *testing.T
 // ledger is granted what is free) is nudged again for the next unit that
 // comes free, once it has come, rather than waiting out its RetryAfter.
 func TestALedgerNudgesAWaitingNodeAgainAfterAnotherTookItsUnit(t *testing.T) {
-	l := NewLedger("r")
-	now := t0
-	c := applyCtx{lease: DefaultLease, turn: DefaultLease / 3, retry: DefaultLease / 8}
-	apply := func(n NodeID, has, held, need int) (Grant, []NodeID) {
-		now = now.Add(time.Millisecond)
-		c.now = now
-		return l.apply(n, 12, Entry{Has: has, Held: held, Need: need, Want: need}, c)
-	}
+	_, apply := renewals12()
 	apply("a", 0, 0, 6)
 	apply("b", 0, 0, 6)
 	apply("c", 0, 0, 6)
