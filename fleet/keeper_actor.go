@@ -20,7 +20,9 @@ import (
 // for the shares (actors.SharesRequest); it renews with the hosts (Renew by
 // ctx.Request, answered with RenewReply) and tells the supervisor every
 // change of a share (actors.ShareChanged). It runs its timers after every
-// message and every tickInterval. All its state is touched only inside
+// message and every tickInterval, and at the keeper's next wake when that
+// comes sooner (a renewal held back by MinGap or a host's RetryAfter leaves
+// when it may, not at the next tick). All its state is touched only inside
 // Receive.
 type keeperActor struct {
 	m    *member
@@ -33,12 +35,17 @@ type keeperActor struct {
 	// release: a Stop gives the shares back; closed once the last renewals
 	// are answered (or given up).
 	release chan struct{}
+	// wake sends wakeMsg at its time, the keeper's next wake, when that
+	// comes before the next tick (nil: none set).
+	wake    *time.Timer
+	wakeMsg *keeperWake
 }
 
 // Messages to the keeper actor from its handle. keeperSnapshotRequest is
 // answered on reply (cap 1), keeperReleaseRequest by closing done.
 type (
 	keeperTick            struct{}
+	keeperWake            struct{ at time.Time } // from the actor's own timer (wake)
 	keeperSnapshotRequest struct{ reply chan actors.FleetSnapshot }
 	keeperReleaseRequest  struct{ done chan struct{} }
 )
@@ -70,6 +77,10 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 			a.k.Unreachable(protocol.HostID(m.Target.Address), now)
 		}
 	case *keeperTick:
+	case *keeperWake:
+		if m == a.wakeMsg { // else from a timer stopped since
+			a.wake, a.wakeMsg = nil, nil
+		}
 	case *registryChanged:
 		a.k.SetRegistry(m.reg, now)
 	case *sessionLost:
@@ -82,6 +93,7 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		a.k.Release(now)
 	case *actor.Stopping:
 		close(a.stop)
+		a.stopWake()
 		a.m.removeKeeper(a.self)
 		return
 	case *actor.Stopped:
@@ -95,15 +107,38 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		// this one ends here (else it would keep the member's leave waiting
 		// for its calls).
 		close(a.stop)
+		a.stopWake()
 		return
 	default:
 		a.m.logger.Warn("fleet: keeper got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))
 		return
 	}
 	a.k.Tick(now)
+	a.scheduleWake(ctx, now)
 	if a.release != nil && a.k.InFlight() == 0 {
 		close(a.release)
 		a.release = nil
+	}
+}
+
+// scheduleWake sets the wake timer for the keeper's next wake if the ticker
+// would come later, and no earlier wake is set.
+func (a *keeperActor) scheduleWake(ctx actor.Context, now time.Time) {
+	at := a.k.NextWake()
+	if at.IsZero() || !at.Before(now.Add(tickInterval)) || a.wake != nil && !at.Before(a.wakeMsg.at) {
+		return
+	}
+	a.stopWake()
+	sys, self, msg := ctx.ActorSystem(), a.self, &keeperWake{at: at}
+	// At least a millisecond: a wake that is due already had its Tick.
+	a.wake = time.AfterFunc(max(at.Sub(now), time.Millisecond), func() { sys.Root.Send(self, msg) })
+	a.wakeMsg = msg
+}
+
+func (a *keeperActor) stopWake() {
+	if a.wake != nil {
+		a.wake.Stop()
+		a.wake, a.wakeMsg = nil, nil
 	}
 }
 

@@ -101,6 +101,11 @@ type Host struct {
 	// forget them: their leases (all end within a lease of the drop) and
 	// the floors this host vouched for must have run out first.
 	departed []departure
+	// parked are the nodes told to ask again later because the host could
+	// not yet answer for a shard (no registry with a host in it, or no
+	// confirmed session: a member that has just joined): they are nudged as
+	// soon as it can, rather than left to wait out their RetryAfter.
+	parked set[NodeID]
 	// mine are the shards placed on this host by the registry mineReg.
 	mine    []int
 	mineReg *Registry
@@ -166,6 +171,19 @@ func (h *Host) Confirmed(session int64, until time.Time) {
 	if until.After(h.confirmedUntil) {
 		h.confirmedUntil = until
 	}
+	if h.reg.Hosts() > 0 {
+		// A confirmation comes as it is made: the host can answer now (a
+		// node that finds it fenced still is parked again).
+		h.unpark()
+	}
+}
+
+// unpark nudges the parked nodes to renew now.
+func (h *Host) unpark() {
+	for _, n := range h.parked.items {
+		h.sink.Nudge(n, Nudge{Host: h.cfg.ID})
+	}
+	h.parked.clear()
 }
 
 // Session returns the session the host's shards are bound to (0: none): a
@@ -220,6 +238,9 @@ func (h *Host) SetRegistry(reg *Registry, now time.Time) {
 				sh.safeUntil = now.Add(h.cfg.Lease)
 			}
 		}
+	}
+	if reg.Hosts() > 0 && !h.fenced(now) {
+		h.unpark()
 	}
 	if old == nil {
 		return
@@ -392,10 +413,12 @@ func (h *Host) notOwned(s int, node NodeID, now time.Time) Grant {
 	}
 	switch {
 	case !ok:
+		h.parked.add(node)
 		return Grant{Status: StatusMoving, RetryAfter: h.cfg.Lease / 10}
 	case place.ID != h.cfg.ID:
 		return Grant{Status: StatusNotOwner, Owner: place.ID}
 	case h.fenced(now):
+		h.parked.add(node)
 		return Grant{Status: StatusMoving, RetryAfter: h.cfg.Lease / 10}
 	case now.Before(h.notBefore[s]):
 		return Grant{Status: StatusMoving, RetryAfter: h.notBefore[s].Sub(now)}

@@ -466,6 +466,31 @@ func (k *Keeper) due(l *link, now time.Time) bool {
 	return false
 }
 
+// NextWake returns the earliest time at which a Tick could start a renewal
+// without a new event (a renewal's MinGap ending, a host's RetryAfter, a
+// failure's back-off, a renewal due, an unanswered one to give up), zero
+// when there is none. A driver that ticks coarsely calls Tick again then, so
+// that a renewal held back by MinGap or RetryAfter leaves when it may, not at
+// the driver's next tick.
+func (k *Keeper) NextWake() time.Time {
+	if k.releasing {
+		return time.Time{}
+	}
+	var next time.Time
+	for _, l := range k.lorder.items {
+		w := l.wake
+		if l.inFlight {
+			w = l.sentAt.Add(k.cfg.CallTimeout)
+		} else if l.routes.len() == 0 {
+			continue
+		}
+		if !w.IsZero() && (next.IsZero() || w.Before(next)) {
+			next = w
+		}
+	}
+	return next
+}
+
 // send starts a renewal of every route of l's host.
 func (k *Keeper) send(l *link, now time.Time) {
 	// One counter for every host: a link that is dropped and made again

@@ -175,6 +175,12 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 	} else {
 		h.extraSince = time.Time{}
 	}
+	if wasReserved {
+		// It came for the unit kept for it (whether it got it or another
+		// took it first): a unit that comes free later is worth nudging it
+		// for again, before its RetryAfter.
+		h.nudgedAt = time.Time{}
+	}
 	switch {
 	case grant >= fair:
 		l.unwait(h)
@@ -268,8 +274,10 @@ func (l *Ledger) unwait(h *holder) {
 
 // nudgeWaiting reserves the units free beyond the reservations for the
 // longest-waiting holders, and returns them: they are nudged to renew.
-// A holder nudged within gap is passed over (it came and did not get the
-// unit, or has yet to come): nudges never chase each other.
+// A holder nudged within gap is passed over while it has yet to come:
+// nudges never chase each other. Once it has come (apply clears its
+// nudgedAt), whether it got its unit or another took it first, it may be
+// nudged for the next unit that comes free.
 func (l *Ledger) nudgeWaiting(now time.Time, gap time.Duration) []NodeID {
 	free := l.budget() - l.committed
 	var out []NodeID

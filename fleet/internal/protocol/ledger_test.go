@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 )
 
 // shrinkNode is a node as the ledger sees it: it enforces its last grant,
@@ -117,5 +119,77 @@ func TestALedgerWhoseBudgetShrinksGrantsNothingNewUntilTheSumIsBelowIt(t *testin
 				}
 			}
 		})
+	}
+}
+
+// renewals12 returns a ledger of budget 12 and a function that applies a
+// node's renewal to it (wanting what it needs), a millisecond after the
+// last.
+func renewals12() (*Ledger, func(n NodeID, has, held, need int) (Grant, []NodeID)) {
+	l := NewLedger("r")
+	now := t0
+	c := applyCtx{lease: DefaultLease, turn: DefaultLease / 3, retry: DefaultLease / 8}
+	return l, func(n NodeID, has, held, need int) (Grant, []NodeID) {
+		now = now.Add(time.Millisecond)
+		c.now = now
+		return l.apply(n, 12, Entry{Has: has, Held: held, Need: need, Want: need}, c)
+	}
+}
+
+// A node waiting for its fair part is nudged for each unit that comes free,
+// not once per retry gap: nudged for the first units the others give back,
+// it comes and takes them, and is nudged again when more come free soon
+// after, rather than waiting out its RetryAfter for them.
+func TestALedgerNudgesAWaitingNodeAgainOnceItTookWhatItWasNudgedFor(t *testing.T) {
+	l, apply := renewals12()
+	apply("a", 0, 0, 6)
+	apply("b", 0, 0, 6)
+	if g, _ := apply("c", 0, 0, 6); g.Grant != 0 {
+		t.Fatalf("c was granted %d of a budget a and b hold, want 0", g.Grant)
+	}
+	// a shrinks to its fair part, 4, then gives 2 back: c is nudged for them.
+	apply("a", 6, 6, 6)
+	if _, nudged := apply("a", 4, 4, 6); !slices.Contains(nudged, NodeID("c")) {
+		t.Fatalf("a gave 2 back and the ledger nudged %v, want c", nudged)
+	}
+	if g, _ := apply("c", 0, 0, 6); g.Grant != 2 {
+		t.Fatalf("c came and was granted %d, want the 2 a gave back", g.Grant)
+	}
+	// b does the same a few milliseconds later: c is nudged again.
+	apply("b", 6, 6, 6)
+	if _, nudged := apply("b", 4, 4, 6); !slices.Contains(nudged, NodeID("c")) {
+		t.Fatalf("b gave 2 back soon after c was nudged, and the ledger nudged %v, want c again", nudged)
+	}
+	if g, _ := apply("c", 2, 2, 6); g.Grant != 4 {
+		t.Fatalf("c came again and was granted %d, want its fair part, 4", g.Grant)
+	}
+	if got := l.Committed(); got != 12 {
+		t.Fatalf("the ledger counts %d, want the budget, 12", got)
+	}
+}
+
+// A node nudged for a unit that another takes first (a node new to the
+// ledger is granted what is free) is nudged again for the next unit that
+// comes free, once it has come, rather than waiting out its RetryAfter.
+func TestALedgerNudgesAWaitingNodeAgainAfterAnotherTookItsUnit(t *testing.T) {
+	_, apply := renewals12()
+	apply("a", 0, 0, 6)
+	apply("b", 0, 0, 6)
+	apply("c", 0, 0, 6)
+	apply("a", 6, 6, 6)
+	if _, nudged := apply("a", 5, 5, 6); !slices.Contains(nudged, NodeID("c")) {
+		t.Fatalf("a gave a unit back and the ledger nudged %v, want c", nudged)
+	}
+	if g, _ := apply("d", 0, 0, 6); g.Grant != 1 {
+		t.Fatalf("d, new, was granted %d, want the free unit", g.Grant)
+	}
+	if g, _ := apply("c", 0, 0, 6); g.Grant != 0 {
+		t.Fatalf("c came after d and was granted %d, want 0", g.Grant)
+	}
+	if _, nudged := apply("a", 4, 4, 6); !slices.Contains(nudged, NodeID("c")) {
+		t.Fatalf("a gave another unit back soon after and the ledger nudged %v, want c again", nudged)
+	}
+	if g, _ := apply("c", 0, 0, 6); g.Grant != 1 {
+		t.Fatalf("c came again and was granted %d, want the unit a gave back", g.Grant)
 	}
 }

@@ -286,13 +286,15 @@ func TestLeasesHandedToAHostThatDiesStillCountAfterTheTakeover(t *testing.T) {
 	}
 }
 
-// nullSink records the handoffs a host sends and counts its acquisitions.
+// nullSink records the handoffs a host sends and the nodes it nudges, and
+// counts its acquisitions.
 type nullSink struct {
 	handoffs []Handoff
+	nudged   []NodeID
 	acquired int
 }
 
-func (s *nullSink) Nudge(NodeID, Nudge)                {}
+func (s *nullSink) Nudge(n NodeID, _ Nudge)            { s.nudged = append(s.nudged, n) }
 func (s *nullSink) Acquire(int)                        { s.acquired++ }
 func (s *nullSink) Transfer([]int, []uint64, HostInfo) {}
 func (s *nullSink) SendHandoff(_ HostID, h Handoff)    { s.handoffs = append(s.handoffs, h) }
@@ -397,5 +399,81 @@ func TestATransferAnswerAtTheCurrentEpochIsApplied(t *testing.T) {
 		if tc.handoff == 1 && (sink.handoffs[0].Epoch != 5 || sink.handoffs[0].Shard != shard) {
 			t.Fatalf("the handoff %+v, want shard %d at epoch 5", sink.handoffs[0], shard)
 		}
+	}
+}
+
+// A member that has just joined gets renewals before it can answer for its
+// shards: before its first registry, or before its session is confirmed. It
+// tells the nodes to ask again later, and nudges them as soon as it can
+// answer, so that a new route does not wait out their RetryAfter.
+func TestAHostThatJoinsNudgesTheNodesItCouldNotAnswerYet(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "b", Lease: 2}}, []NodeID{"n0", "n1"})
+	route := routeOn(t, reg, "b")
+	var sink nullSink
+	b := NewHost(HostConfig{ID: "b"}, &sink)
+	renew := func(n NodeID, seq uint64) Grant {
+		rep := b.HandleRenew(Renew{Node: n, Seq: seq, Budget: 8, Entries: []Entry{{Route: route, Need: 1, Want: 2}}}, t0)
+		return rep.Grants[0]
+	}
+	if g := renew("n0", 1); g.Status != StatusMoving || g.RetryAfter == 0 {
+		t.Fatalf("with no registry the host answered %+v, want StatusMoving with a RetryAfter", g)
+	}
+	b.SetRegistry(reg, t0)
+	if g := renew("n1", 1); g.Status != StatusMoving || g.RetryAfter == 0 {
+		t.Fatalf("with no session the host answered %+v, want StatusMoving with a RetryAfter", g)
+	}
+	if len(sink.nudged) != 0 || sink.acquired != 0 {
+		t.Fatalf("before its session the host nudged %v and asked for %d shards, want nothing", sink.nudged, sink.acquired)
+	}
+	b.Confirmed(2, t0.Add(time.Hour))
+	if len(sink.nudged) != 2 || sink.nudged[0] != "n0" || sink.nudged[1] != "n1" {
+		t.Fatalf("once its session was confirmed the host nudged %v, want n0 and n1", sink.nudged)
+	}
+	if g := renew("n0", 2); g.Status != StatusMoving || sink.acquired != 1 {
+		t.Fatalf("the nudged node's renewal got %+v with %d acquisitions, want the shard asked for", g, sink.acquired)
+	}
+	b.Confirmed(2, t0.Add(2*time.Hour))
+	if len(sink.nudged) != 2 {
+		t.Fatalf("a later confirmation nudged %v again, want each parked node nudged once", sink.nudged)
+	}
+}
+
+// keeperLog records the renewals a keeper sends.
+type keeperLog struct{ sent []Renew }
+
+func (s *keeperLog) Send(_ HostID, r Renew)               { s.sent = append(s.sent, r) }
+func (s *keeperLog) ShareChanged(string, int, int)        {}
+func (s *keeperLog) Renewed(HostID, time.Duration, error) {}
+
+// A renewal held back by MinGap is due when the gap ends: NextWake says
+// when, so that a driver that ticks coarsely sends it then, not at its next
+// tick.
+func TestAKeeperSaysWhenARenewalHeldBackBecomesDue(t *testing.T) {
+	reg := NewRegistry(1, []HostInfo{{ID: "h0", Lease: 1}}, []NodeID{"n0"})
+	var sink keeperLog
+	k := NewKeeper(KeeperConfig{Node: "n0", Budget: 12}, &sink)
+	k.SetRegistry(reg, t0)
+	k.Usage(routeA, 0, 0, 1, t0)
+	k.Tick(t0)
+	if len(sink.sent) != 1 {
+		t.Fatalf("a new route sent %d renewals, want 1", len(sink.sent))
+	}
+	k.HandleReply(RenewReply{Host: "h0", Seq: sink.sent[0].Seq, Lease: DefaultLease,
+		Grants: []Grant{{Status: StatusOK, Grant: 2, Budget: 12}}}, t0.Add(time.Millisecond))
+	// The demand grows past the grant 2 ms after the renewal left: the
+	// next one may leave once MinGap has passed since.
+	at := t0.Add(2 * time.Millisecond)
+	k.Usage(routeA, 2, 0, 5, at)
+	k.Tick(at)
+	gapEnd := t0.Add(k.Config().MinGap)
+	if len(sink.sent) != 1 {
+		t.Fatalf("a renewal left within MinGap of the last")
+	}
+	if w := k.NextWake(); !w.Equal(gapEnd) {
+		t.Fatalf("NextWake %v after the renewal, want the end of MinGap, %v", w.Sub(t0), gapEnd.Sub(t0))
+	}
+	k.Tick(gapEnd)
+	if len(sink.sent) != 2 || sink.sent[1].Entries[0].Need != 7 {
+		t.Fatalf("at the end of MinGap the keeper sent %+v, want a renewal needing 7", sink.sent[1:])
 	}
 }
