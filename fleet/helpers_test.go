@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -221,53 +220,4 @@ func (s *supervisorLog) awaitShare(t *testing.T, route string, want int) int {
 // function has returned.
 func outliveDeadLetterThrottle() {
 	time.Sleep(actor.NewConfig().DeadLetterThrottleInterval + time.Second)
-}
-
-// logRecorder is a slog handler that records what is logged.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []loggedRecord
-}
-
-// loggedRecord is one record: its level, message and attributes (as text).
-type loggedRecord struct {
-	level slog.Level
-	msg   string
-	attrs map[string]string
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler            { return l }
-
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	rec := loggedRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
-	r.Attrs(func(a slog.Attr) bool {
-		rec.attrs[a.Key] = a.Value.String()
-		return true
-	})
-	l.mu.Lock()
-	l.records = append(l.records, rec)
-	l.mu.Unlock()
-	return nil
-}
-
-// find returns the records of level and msg.
-func (l *logRecorder) find(level slog.Level, msg string) []loggedRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []loggedRecord
-	for _, r := range l.records {
-		if r.level == level && r.msg == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// all returns every record, for failure reports.
-func (l *logRecorder) all() []loggedRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.records)
 }

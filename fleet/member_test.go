@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/actors"
+	"github.com/connactor/connactor/internal/testkit/logrec"
 )
 
 // leaveGate is a coordinator whose Leave waits until release is closed,
@@ -119,8 +120,8 @@ func TestARestartedHostAndKeeperLetTheMemberLeave(t *testing.T) {
 		sys := c.ActorSystem
 		mc := newMemCoord()
 		b := &Budget{c: c, opt: Options{MaxConnsPerRoute: 12, coord: func() coordinator { return mc.member() }}}
-		logs := &logRecorder{}
-		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: slog.New(logs)})
+		logs := &logrec.Recorder{}
+		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,16 +137,16 @@ func TestARestartedHostAndKeeperLetTheMemberLeave(t *testing.T) {
 		}
 		outliveDeadLetterThrottle()
 
-		restarts := logs.find(slog.LevelWarn, msgRestarted)
+		restarts := logs.Find(slog.LevelWarn, msgRestarted)
 		got := map[string]int{}
 		for _, r := range restarts {
-			got[r.attrs["actor"]]++
-			if !strings.Contains(r.attrs["reason"], "nil pointer") {
-				t.Errorf("a restart logged with the reason %q, want the panic's value", r.attrs["reason"])
+			got[r.Attrs["actor"]]++
+			if !strings.Contains(r.Attrs["reason"], "nil pointer") {
+				t.Errorf("a restart logged with the reason %q, want the panic's value", r.Attrs["reason"])
 			}
 		}
 		if want := map[string]int{hostName: 1, k.PID().Id: 1}; !maps.Equal(got, want) {
-			t.Fatalf("restarts logged by actor: %v, want %v (all logs: %v)", got, want, logs.all())
+			t.Fatalf("restarts logged by actor: %v, want %v (all logs: %v)", got, want, logs.All())
 		}
 	})
 }
