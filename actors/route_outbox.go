@@ -44,12 +44,12 @@ import (
 // may take.
 //
 // At most offerDepth HTTP/1.1 connections are offered, the most recently
-// used idle ones: if every idle connection were offered, callers would take the oldest
-// offer first and use every connection in turn, none would stay idle long
-// enough to expire, and a pool grown by a burst would never shrink. With a
-// few offers, refilled from the most recently used end of the idle list,
-// only those few rotate; the others stay on the idle list in LRU order and
-// expire, or are evicted, as before.
+// used idle ones: if every idle connection were offered, callers would take
+// the oldest offer first and use every connection in turn, none would stay
+// idle long enough to expire, and a pool grown by a burst would never
+// shrink. With a few offers, refilled from the most recently used end of the
+// idle list, only those few rotate; the others stay on the idle list in LRU
+// order and expire, or are evicted, as before.
 
 // offerDepth is the outbox's capacity: how many idle connections, or stream
 // slots, a route offers at most (fewer when MaxConnsPerRoute is lower).

@@ -33,10 +33,10 @@ import (
 //     it gets back is free again; one it cannot get back was taken, and is a
 //     leased stream until its Released. When the connection's last stream
 //     ends, the slots still in the outbox come back too (offeredIdleH2), to
-//     be offered anew with the connection's new idle time and due time. A slot taken after the peer lowered its limit, or after
-//     a GOAWAY, meets the connection's own count: h2.Conn refuses a stream
-//     above the peer's limit, as not sent, and the call replays it on
-//     another connection.
+//     be offered anew with the connection's new idle time and due time. A
+//     slot taken after the peer lowered its limit, or after a GOAWAY, meets
+//     the connection's own count: h2.Conn refuses a stream above the peer's
+//     limit, as not sent, and the call replays it on another connection.
 //  5. Only connections that have served a stream are offered (a new one
 //     serves the waiter it was dialed for), and none that drains, is due
 //     for retirement, or is expired idle.
