@@ -105,6 +105,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 		// the member's leave waiting for its calls).
 		if a.stop != nil {
 			close(a.stop)
+			a.stop = nil
 		}
 	case *actor.Stopped:
 		if a.m != nil {
@@ -131,6 +132,11 @@ func (a *hostActor) onStarted(ctx actor.Context) {
 	}
 	cfg := protocol.HostConfig{ID: a.m.id, Lease: a.m.kind.Lease}
 	a.h = protocol.NewHost(cfg, hostSink{a})
+	if reg := a.m.registry(); reg != nil {
+		// A restart: the registry came before, and comes again only when it
+		// changes (at a first start the coordinator has not opened yet).
+		a.h.SetRegistry(reg, time.Now())
+	}
 	a.corrupt = map[int]bool{}
 	a.stop = make(chan struct{})
 	a.m.ticker(a.self, theHostTick, a.stop)

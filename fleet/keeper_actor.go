@@ -92,8 +92,7 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		a.release = m.done
 		a.k.Release(now)
 	case *actor.Stopping:
-		close(a.stop)
-		a.stopWake()
+		a.endTimers()
 		a.m.removeKeeper(a.self)
 		return
 	case *actor.Stopped:
@@ -106,8 +105,7 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		// A restart sends no Stopping, and Started starts a new ticker:
 		// this one ends here (else it would keep the member's leave waiting
 		// for its calls).
-		close(a.stop)
-		a.stopWake()
+		a.endTimers()
 		return
 	default:
 		a.m.logger.Warn("fleet: keeper got an unknown message", slog.String("type", fmt.Sprintf("%T", m)))
@@ -133,6 +131,17 @@ func (a *keeperActor) scheduleWake(ctx actor.Context, now time.Time) {
 	// At least a millisecond: a wake that is due already had its Tick.
 	a.wake = time.AfterFunc(max(at.Sub(now), time.Millisecond), func() { sys.Root.Send(self, msg) })
 	a.wakeMsg = msg
+}
+
+// endTimers ends the ticker this start began and the wake timer, once: the
+// actor's state survives a restart, and a Started that failed before it
+// made its ticker leaves none.
+func (a *keeperActor) endTimers() {
+	if a.stop != nil {
+		close(a.stop)
+		a.stop = nil
+	}
+	a.stopWake()
 }
 
 func (a *keeperActor) stopWake() {

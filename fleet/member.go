@@ -198,6 +198,14 @@ func (m *member) addKeeper(pid *actor.PID) *protocol.Registry {
 	return m.reg
 }
 
+// registry returns the latest registry (nil: none yet), for a host that
+// restarts.
+func (m *member) registry() *protocol.Registry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reg
+}
+
 func (m *member) removeKeeper(pid *actor.PID) {
 	m.mu.Lock()
 	delete(m.keepers, pid)
