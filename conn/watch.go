@@ -184,7 +184,7 @@ func (c *Actor) disarmWatch() (running bool) {
 
 // watchOver turns the watch off once its watcher has signalled watchDone.
 func (c *Actor) watchOver() {
-	c.watch.Store(c.watch.Load() &^ (watchStates | watchSeen))
+	c.watch.And(^uint64(watchStates | watchSeen))
 }
 
 // stopWatch ends the idle watch before an exchange; it returns the error that
