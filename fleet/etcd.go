@@ -374,17 +374,7 @@ func (e *etcdCoordinator) Register(node protocol.NodeID) {
 
 // register writes node's key under lease.
 func (e *etcdCoordinator) register(node protocol.NodeID, lease clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
-	_, err := e.cli.Put(ctx, e.nodeKey(node), "", clientv3.WithLease(lease))
-	cancel()
-	e.mu.Lock()
-	_, registered := e.nodes[node]
-	if err == nil {
-		e.wrote([]protocol.NodeID{node})
-	} else if !registered {
-		e.markGone(node) // deregistered meanwhile; the put may have landed
-	}
-	e.mu.Unlock()
+	registered, err := e.putNode(node, lease)
 	switch {
 	case err == nil:
 		e.settle(lease)
@@ -394,7 +384,27 @@ func (e *etcdCoordinator) register(node protocol.NodeID, lease clientv3.LeaseID)
 	}
 }
 
-// registerPending puts the nodes whose registration failed.
+// putNode writes node's key under lease, and records the write: done, or,
+// for a node deregistered meanwhile, a key to delete again (settle), also
+// when the put failed, since it may have landed all the same. It reports
+// whether node is still registered.
+func (e *etcdCoordinator) putNode(node protocol.NodeID, lease clientv3.LeaseID) (registered bool, err error) {
+	ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
+	_, err = e.cli.Put(ctx, e.nodeKey(node), "", clientv3.WithLease(lease))
+	cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, registered = e.nodes[node]
+	if err == nil {
+		e.wrote([]protocol.NodeID{node})
+	} else if !registered {
+		e.markGone(node)
+	}
+	return registered, err
+}
+
+// registerPending puts the nodes whose registration failed (the keepalive
+// loop settles after it).
 func (e *etcdCoordinator) registerPending(lease clientv3.LeaseID) {
 	e.mu.Lock()
 	var pending []protocol.NodeID
@@ -405,15 +415,9 @@ func (e *etcdCoordinator) registerPending(lease clientv3.LeaseID) {
 	}
 	e.mu.Unlock()
 	for _, n := range pending {
-		ctx, cancel := context.WithTimeout(e.ctx, callTimeout)
-		_, err := e.cli.Put(ctx, e.nodeKey(n), "", clientv3.WithLease(lease))
-		cancel()
-		if err != nil {
+		if _, err := e.putNode(n, lease); err != nil {
 			return
 		}
-		e.mu.Lock()
-		e.wrote([]protocol.NodeID{n})
-		e.mu.Unlock()
 	}
 }
 
