@@ -121,6 +121,12 @@ func (s *Sketch) Count(now time.Time) int {
 // alone does not set a p95 (40 for 0.95, 200 for 0.99).
 func MinSamples(q float64) int { return int(math.Ceil(2/(1-q) - 1e-9)) }
 
+// rankOf is the rank of quantile q among n samples, ceil(q*n), at least 1:
+// q*n is rounded first, as 0.07*100 is 7.000000000000001 in floating point.
+func rankOf(q float64, n int) int {
+	return max(1, int(math.Ceil(q*float64(n)-1e-9)))
+}
+
 // Quantile returns the latency at quantile q (in (0, 1)) of the samples in
 // the window at now: the sample of rank ceil(q*n), within the error bound
 // of Sketch. ok is false while the window holds fewer than MinSamples(q).
@@ -132,8 +138,7 @@ func (s *Sketch) Quantile(now time.Time, q float64) (d time.Duration, ok bool) {
 	if n == 0 || n < MinSamples(q) {
 		return 0, false
 	}
-	rank := uint32(math.Ceil(q * float64(n)))
-	rank = max(rank, 1)
+	rank := uint32(rankOf(q, n))
 	a := &s.counts[s.cur]
 	b := &s.counts[s.cur^1]
 	cur, prev := s.live(now)

@@ -205,3 +205,15 @@ func BenchmarkSketchQuantile(b *testing.B) {
 		s.Quantile(t0, 0.95)
 	}
 }
+
+func TestRankIsTheCeilingOfQTimesNDespiteRounding(t *testing.T) {
+	for _, tc := range []struct {
+		q    float64
+		n    int
+		want int
+	}{{0.95, 40, 38}, {0.9, 10, 9}, {0.5, 4, 2}, {0.999, 1000, 999}, {0.99, 200, 198}, {0.95, 41, 39}, {0.01, 10, 1}, {0.07, 100, 7}, {0.07, 300, 21}} {
+		if got := rankOf(tc.q, tc.n); got != tc.want {
+			t.Errorf("rank of q%v among %d = %d, want %d", tc.q, tc.n, got, tc.want)
+		}
+	}
+}
