@@ -101,8 +101,8 @@ func run(ctx context.Context, out io.Writer, opt options) error {
 			if err != nil {
 				return err
 			}
-			title := fmt.Sprintf("Sick endpoint: %s on %d addresses, %v answers, %v answers 503 at once; %d callers, %v",
-				host, len(addrs), work, sick, callers, duration)
+			title := fmt.Sprintf("Sick endpoint: %s on %d addresses, %v answers, %v answers 503 at once; %d callers, %v"+
+				" (connactor: MaxConnsPerRoute %d)", host, len(addrs), work, sick, callers, duration, callers)
 			printEndpoints(out, title, addrs, rows)
 			c := endpointChart(fmt.Sprintf("One of three addresses answers 503: %d callers", callers), addrs, rows, true,
 				map[netip.Addr]string{sick: "(503)"})
@@ -111,7 +111,8 @@ func run(ctx context.Context, out io.Writer, opt options) error {
 			}
 		case "spread":
 			o := endpointOptions{callers: callers, duration: duration, work: work}
-			addrs, rows, err := runEndpoints(ctx, o, sickHandler(netip.Addr{}, work), true, spreadClients(callers))
+			healthy := sickHandler(netip.Addr{}, work) // no address is sick
+			addrs, rows, err := runEndpoints(ctx, o, healthy, true, spreadClients(callers))
 			if err != nil {
 				return err
 			}
