@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints dropin-baseline fleet-sim fleet-etcd-restart
+.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints tail dropin-baseline fleet-sim fleet-etcd-restart
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -102,6 +102,17 @@ SOAKFLAGS ?=
 SOAKBUILD ?=
 soak:
 	$(GO) run $(SOAKBUILD) ./cmd/soak $(SOAKFLAGS)
+
+## tail: what hedged requests and outlier ejection are for (cmd/tail), on
+## 127.0.0.1: a server whose one request in 50 stalls 200 ms (latency
+## quantiles), one address of three answering 503 (failures, each address's
+## share), three addresses over HTTP/2 (each one's share); net/http against
+## connactor, 10 s a client in each, tables printed and charts drawn into
+## docs/bench/tail-*.svg. About a minute. TAILFLAGS adds program flags
+## (e.g. TAILFLAGS='-duration 2s -scenarios tail').
+TAILFLAGS ?=
+tail:
+	$(GO) run ./cmd/tail -svg docs/bench $(TAILFLAGS)
 
 ## soak-endpoints: the rolling-restart soak at full length (test/endpoints):
 ## five addresses behind one host name replaced one at a time under 64

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"text/tabwriter"
+	"time"
+
+	"github.com/connactor/connactor/client"
+)
+
+// tailOptions is the tail scenario's settings.
+type tailOptions struct {
+	callers    int
+	duration   time.Duration
+	work       time.Duration // every request's service time
+	stall      time.Duration // added to one request in stallEvery
+	stallEvery int64
+}
+
+// tailRow is one client's line of the tail scenario.
+type tailRow struct {
+	client        string
+	res           result
+	seen, stalled int64 // at the server
+}
+
+// tailClients are the clients the tail scenario compares, each built for
+// callers closed-loop callers.
+func tailClients(callers int) []namedClient {
+	return []namedClient{
+		{"net/http", func() (http.RoundTripper, func(), error) {
+			tr := &http.Transport{MaxIdleConnsPerHost: callers}
+			return tr, tr.CloseIdleConnections, nil
+		}},
+		{"connactor", func() (http.RoundTripper, func(), error) {
+			c, err := client.New(client.Config{MaxConnsPerRoute: callers, Logger: quietLogger()})
+			if err != nil {
+				return nil, nil, err
+			}
+			return c, func() { c.Close() }, nil
+		}},
+		// Hedged requests: once the route carries Config.Hedge, add
+		//
+		//	{"connactor+hedge", ...client.Config{MaxConnsPerRoute: callers,
+		//		Hedge: &client.HedgePolicy{}, Logger: quietLogger()}...}
+		//
+		// here; the table and chart then show it as a third client, and the
+		// server's "seen" column shows the extra requests it costs.
+	}
+}
+
+// namedClient builds a client for a run, and the function that closes it.
+type namedClient struct {
+	name string
+	make func() (http.RoundTripper, func(), error)
+}
+
+// runTail runs each client against its own stalling server on 127.0.0.1.
+func runTail(ctx context.Context, o tailOptions, clients []namedClient) ([]tailRow, error) {
+	var rows []tailRow
+	for _, nc := range clients {
+		srv := &stallServer{work: o.work, stall: o.stall, stallEvery: o.stallEvery}
+		url, stop, err := serveLocal(srv)
+		if err != nil {
+			return nil, err
+		}
+		rt, closeClient, err := nc.make()
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("%s: %w", nc.name, err)
+		}
+		res := closedLoop(ctx, rt, url, o.callers, o.duration)
+		closeClient()
+		stop()
+		seen, stalled := srv.counts()
+		rows = append(rows, tailRow{client: nc.name, res: res, seen: seen, stalled: stalled})
+	}
+	return rows, nil
+}
+
+// serveLocal serves h on a fresh 127.0.0.1 port; stop closes it and waits
+// for its goroutine.
+func serveLocal(h http.Handler) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h}
+	done := make(chan struct{})
+	go func() { // owned by stop, which waits for it
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Println("tail: server:", err)
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/", func() { srv.Close(); <-done }, nil
+}
+
+var tailQuantiles = []struct {
+	name string
+	q    float64
+}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p99.9", 0.999}}
+
+// printTail writes the tail scenario's table.
+func printTail(w io.Writer, o tailOptions, rows []tailRow) {
+	fmt.Fprintf(w, "\nTail: %d closed-loop callers for %v; the server answers in %v, one request in %d after %v more"+
+		" (connactor: MaxConnsPerRoute %d)\n", o.callers, o.duration, o.work, o.stallEvery, o.stall, o.callers)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "client\tsent\tfailed\t")
+	for _, q := range tailQuantiles {
+		fmt.Fprintf(tw, "%s\t", q.name)
+	}
+	fmt.Fprint(tw, "max\tserver saw\tsaw/sent\tstalled\t\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t", r.client, r.res.requests, r.res.failed())
+		for _, q := range tailQuantiles {
+			fmt.Fprintf(tw, "%s\t", ms(percentile(r.res.latencies, q.q)))
+		}
+		var top time.Duration
+		if n := len(r.res.latencies); n > 0 {
+			top = r.res.latencies[n-1]
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%d\t\n", ms(top), r.seen, ratio(r.seen, int64(r.res.requests)), r.stalled)
+	}
+	tw.Flush()
+}
+
+// tailChart is the tail scenario's chart: each quantile's latency by client.
+func tailChart(o tailOptions, rows []tailRow) chart {
+	c := chart{title: fmt.Sprintf("Tail latency: %d callers, %v answers, 1 in %d stalls %v", o.callers, o.work, o.stallEvery, o.stall),
+		unit: " ms", log: true}
+	for _, r := range rows {
+		c.series = append(c.series, r.client)
+	}
+	for _, q := range tailQuantiles {
+		g := group{label: q.name}
+		for _, r := range rows {
+			v := math.NaN()
+			if len(r.res.latencies) > 0 {
+				v = float64(percentile(r.res.latencies, q.q)) / float64(time.Millisecond)
+			}
+			g.values = append(g.values, v)
+		}
+		c.groups = append(c.groups, g)
+	}
+	return c
+}
+
+// ms prints d in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+// ratio is a/b, 0 when b is.
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
