@@ -150,3 +150,71 @@ func TestARestartedHostAndKeeperLetTheMemberLeave(t *testing.T) {
 		}
 	})
 }
+
+// msgStopped is the error of a host or keeper actor that failed too often.
+const msgStopped = "fleet: an actor failed too often and was stopped"
+
+// A host and a keeper that fail more than 10 times within 10 s (protoactor's
+// default strategy) are stopped instead of restarted once more, and each
+// stop is logged once, at ERROR, with the actor's name and the panic's
+// value, after a WARN for each of the 10 restarts before it. The keeper's
+// Stop still returns, and the member goes: the leave of a host that has
+// stopped already waits for nothing. Time is synctest's: the 11 failures
+// come within 10 s.
+func TestAHostAndAKeeperThatFailTooOftenAreStoppedAndLoggedAtError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const failures = 11 // the first that stops: more than 10 in 10 s
+		c := unstartedCluster(t, NewKind(KindConfig{}))
+		sys := c.ActorSystem
+		mc := newMemCoord()
+		b := &Budget{c: c, opt: Options{MaxConnsPerRoute: 12, coord: func() coordinator { return mc.member() }}}
+		logs := &logrec.Recorder{}
+		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: logs.Logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the session opened, the registry told
+		m := lookupMember(sys)
+		for range failures {
+			sys.Root.Send(m.host, &registryChanged{}) // a registry of nil: both fail
+			sys.Root.Send(k.PID(), &registryChanged{})
+		}
+		synctest.Wait()
+		select {
+		case <-m.hostDone:
+		default:
+			t.Fatalf("the host still runs after %d failures (all logs: %v)", failures, logs.All())
+		}
+		select {
+		case <-k.(*keeperHandle).a.done:
+		default:
+			t.Fatalf("the keeper still runs after %d failures (all logs: %v)", failures, logs.All())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := k.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if lookupMember(sys) != nil {
+			t.Error("the member stayed after its keeper stopped")
+		}
+		outliveDeadLetterThrottle() // messages to the stopped actors were dead letters
+
+		for _, tc := range []struct {
+			level slog.Level
+			msg   string
+			want  int
+		}{{slog.LevelWarn, msgRestarted, failures - 1}, {slog.LevelError, msgStopped, 1}} {
+			got := map[string]int{}
+			for _, r := range logs.Find(tc.level, tc.msg) {
+				got[r.Attrs["actor"]]++
+				if !strings.Contains(r.Attrs["reason"], "nil pointer") {
+					t.Errorf("%q logged with the reason %q, want the panic's value", tc.msg, r.Attrs["reason"])
+				}
+			}
+			if want := map[string]int{hostName: tc.want, k.PID().Id: tc.want}; !maps.Equal(got, want) {
+				t.Errorf("%q logged at %v by actor: %v, want %v (all logs: %v)", tc.msg, tc.level, got, want, logs.All())
+			}
+		}
+	})
+}
