@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -216,5 +217,61 @@ func TestAHostAndAKeeperThatFailTooOftenAreStoppedAndLoggedAtError(t *testing.T)
 				t.Errorf("%q logged at %v by actor: %v, want %v (all logs: %v)", tc.msg, tc.level, got, want, logs.All())
 			}
 		}
+	})
+}
+
+// A host that fails and is restarted while it hands its shards over (its
+// member's last keeper is stopping) still ends the leave: the new instance
+// learns from the member that it leaves, acquires nothing, and has nothing
+// to hand over (what the old one was moving is bound to the member's
+// session, whose end keeps it from anyone else for a lease). The keeper's
+// Stop returns without waiting for its context to end.
+func TestAHostRestartedWhileItLeavesEndsTheLeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := unstartedCluster(t, NewKind(KindConfig{}))
+		sys := c.ActorSystem
+		mc := newMemCoord()
+		// Transfers fail for good: the shards the leaving host hands over
+		// stay moving, and its leave pending.
+		tf := &transferFaults{fails: math.MaxInt, done: make(chan struct{}), tries: map[int][]time.Time{}, first: -1}
+		newCoord := func() coordinator {
+			tf.coordinator = mc.member()
+			return tf
+		}
+		b := &Budget{c: c, opt: Options{MaxConnsPerRoute: 12, coord: newCoord}}
+		k, err := b.StartKeeper(actors.FleetKeeperConfig{Supervisor: newSupervisorLog(sys).pid, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // alone, the host takes shards
+		m := lookupMember(sys)
+		other := mc.member()
+		other.Open("127.0.0.1:1", nopEvents{}) // where the leaving host's shards go
+		synctest.Wait()
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		stopped := make(chan error, 1)
+		go func() { stopped <- k.Stop(ctx) }() // the test waits for stopped
+		synctest.Wait()
+		tf.mu.Lock()
+		tried := len(tf.tries)
+		tf.mu.Unlock()
+		select {
+		case err := <-stopped:
+			t.Fatalf("the keeper's Stop returned (%v) before the host's leave was held", err)
+		default:
+		}
+		if tried == 0 {
+			t.Fatal("the leaving host tried no transfer")
+		}
+		sys.Root.Send(m.host, &registryChanged{}) // a registry of nil: the host fails, and restarts
+		if err := <-stopped; err != nil {
+			t.Fatalf("the keeper's Stop: %v, want the leave to end once the host restarted", err)
+		}
+		if err := other.Close(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		outliveDeadLetterThrottle()
 	})
 }
