@@ -118,7 +118,10 @@
 // A host or keeper actor that panics is restarted, as protoactor's default
 // supervision does; each restart is logged at WARN with the actor's name and
 // the panic's value, and an actor that fails more than 10 times in 10 s is
-// stopped and logged at ERROR.
+// stopped and logged at ERROR. A host restarted while its member leaves
+// leaves too: the new instance knows none of the shards the failed one was
+// handing over, which stay bound to the member's session and go with its
+// end (after a lease, as any shard a leaving member still owns).
 //
 // # Messages
 //

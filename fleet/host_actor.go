@@ -25,9 +25,9 @@ type hostActor struct {
 	h    *protocol.Host
 	self *actor.PID
 	stop chan struct{} // ends the ticker
-	// leaving: a graceful stop hands the shards over; done is closed when
-	// none is left.
-	leaving chan struct{}
+	// leaving: a graceful stop hands the shards over; the member hears
+	// when none is left (handOver).
+	leaving bool
 	// retries are transfers whose outcome was unknown (etcd did not
 	// answer, or failed), to be asked again from their time on, on a tick
 	// (retryPause): a host whose etcd keeps failing does not ask it in a
@@ -48,11 +48,11 @@ type transferRetry struct {
 	at     time.Time
 }
 
-// Messages to the host actor. No reply, but hostLeaveRequest, answered by
-// closing done.
+// Messages to the host actor. No reply: hostLeaveRequest, from the member's
+// leave, is answered by closing the member's handedOver.
 type (
 	hostTick          struct{}
-	hostLeaveRequest  struct{ done chan struct{} }
+	hostLeaveRequest  struct{}
 	hostAcquireResult struct {
 		shard int
 		res   acquired
@@ -96,9 +96,7 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	case *hostTransferResult:
 		a.onTransferred(m)
 	case *hostLeaveRequest:
-		a.leaving = m.done
-		a.h.Leave(time.Now())
-		a.checkLeft()
+		a.leave()
 	case *actor.Stopping, *actor.Restarting:
 		// A restart sends no Stopping, and the new instance starts a ticker
 		// of its own: this one's ends here either way (else it would keep
@@ -140,6 +138,20 @@ func (a *hostActor) onStarted(ctx actor.Context) {
 	a.corrupt = map[int]bool{}
 	a.stop = make(chan struct{})
 	a.m.ticker(a.self, theHostTick, a.stop)
+	if a.m.leaving.Load() {
+		// A restart while the member leaves: the request came to the
+		// instance before. This one owns nothing it knows of (the shards
+		// the other was moving stay bound to the session, and go with its
+		// end), and acquires nothing.
+		a.leave()
+	}
+}
+
+// leave starts a graceful stop: the shards are handed over.
+func (a *hostActor) leave() {
+	a.leaving = true
+	a.h.Leave(time.Now())
+	a.checkLeft()
 }
 
 func (a *hostActor) onBytes(ctx actor.Context, b *wrapperspb.BytesValue) {
@@ -229,9 +241,8 @@ func (a *hostActor) owned(shard int, epoch uint64) {
 
 // checkLeft ends a graceful stop once no shard is left to hand over.
 func (a *hostActor) checkLeft() {
-	if a.leaving != nil && a.h.Owned() == 0 && a.h.Pending() == 0 {
-		close(a.leaving)
-		a.leaving = nil
+	if a.leaving && a.h.Owned() == 0 && a.h.Pending() == 0 {
+		a.m.handOver()
 	}
 }
 

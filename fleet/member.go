@@ -36,6 +36,14 @@ type member struct {
 	host   *actor.PID
 	// hostDone is closed when the host actor has stopped.
 	hostDone chan struct{}
+	// leaving: the last keeper's leave asked the host to hand its shards
+	// over. A host that restarts meanwhile (a new instance, which knows
+	// nothing of the request) reads it here and leaves too.
+	leaving atomic.Bool
+	// handedOver is closed, once (handOnce), when the leaving host has no
+	// shard left to hand over.
+	handedOver chan struct{}
+	handOnce   sync.Once
 	// calls owns the goroutines of coordinator calls (the host actor's
 	// acquisitions and transfers) and of the tickers.
 	calls sync.WaitGroup
@@ -107,7 +115,7 @@ func joinMember(c *cluster.Cluster, newCoord func() coordinator, logger *slog.Lo
 func startMember(c *cluster.Cluster, coord coordinator, logger *slog.Logger) *member {
 	kind, _ := kindConfig(c)
 	m := &member{sys: c.ActorSystem, id: protocol.HostID(c.ActorSystem.Address()), kind: kind, coord: coord,
-		logger: logger, hostDone: make(chan struct{}), left: make(chan struct{}), keepers: map[*actor.PID]bool{}, refs: 1}
+		logger: logger, hostDone: make(chan struct{}), handedOver: make(chan struct{}), left: make(chan struct{}), keepers: map[*actor.PID]bool{}, refs: 1}
 	members.m[c.ActorSystem] = m
 	pid, err := c.ActorSystem.Root.SpawnNamed(withRestarts(func() actor.Actor { return &hostActor{} }), hostName)
 	if err != nil {
@@ -140,10 +148,10 @@ func (m *member) leave(ctx context.Context) {
 	if err := m.coord.Leave(ctx); err != nil {
 		m.logger.Debug("fleet: the member could not say in etcd that it leaves", slog.Any("error", err))
 	}
-	done := make(chan struct{})
-	m.sys.Root.Send(m.host, &hostLeaveRequest{done: done})
+	m.leaving.Store(true) // before the request: a host that fails handling it learns it at its restart
+	m.sys.Root.Send(m.host, &hostLeaveRequest{})
 	select {
-	case <-done:
+	case <-m.handedOver:
 	case <-m.hostDone:
 	case <-ctx.Done():
 	}
@@ -178,6 +186,10 @@ func (m *member) hostStopped() {
 		m.gone()
 	}
 }
+
+// handOver records that the leaving host has no shard left to hand over.
+// The host calls it; more than once when it restarted meanwhile.
+func (m *member) handOver() { m.handOnce.Do(func() { close(m.handedOver) }) }
 
 // gone takes the member out of members and closes left, once.
 func (m *member) gone() {
