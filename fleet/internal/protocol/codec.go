@@ -248,6 +248,10 @@ func Decode(b []byte) (any, error) {
 				if err != nil {
 					return err
 				}
+				if l.Route == "" {
+					// Installed, it would be a ledger no renewal ever reaches.
+					return fmt.Errorf("%w: a ledger without a route", ErrMalformed)
+				}
 				m.Ledgers = append(m.Ledgers, l)
 			}
 			return nil

@@ -49,6 +49,8 @@ func TestCodecRefusesMalformedMessages(t *testing.T) {
 			Holders: []HolderState{{Node: "n1", Need: 1}}}}}),
 		"holder without node": Encode(Handoff{From: "h0", Epoch: 1, Ledgers: []LedgerState{{Route: "r",
 			Holders: []HolderState{{Budget: 4, Need: 1}}}}}),
+		"ledger without route": Encode(Handoff{From: "h0", Epoch: 1, Ledgers: []LedgerState{{
+			Holders: []HolderState{{Node: "n1", Budget: 4, Need: 1}}}}}),
 	} {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
