@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints tail dropin-baseline fleet-sim fleet-etcd-restart
+.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints tail dropin-baseline fleet-sim fleet-etcd-restart proto proto-check
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -41,6 +41,27 @@ vet:
 	cd $(CONNBENCH) && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## proto: regenerate the fleet's protobuf code (fleet/internal/protocol/fleetpb)
+## from its fleet.proto, with protoc $(PROTOC_VERSION) (Debian bookworm's
+## protobuf-compiler) and the protoc-gen-go go.mod pins as a tool (`go tool`
+## builds it at the version of google.golang.org/protobuf the module uses).
+## Both versions are written into the generated file's header: another protoc
+## is refused, so that proto-check compares like with like.
+PROTOC_VERSION = 3.21.12
+PROTO_DIR = fleet/internal/protocol/fleetpb
+proto:
+	@v=$$(protoc --version 2>/dev/null); if [ "$$v" != "libprotoc $(PROTOC_VERSION)" ]; then \
+		echo "make proto: protoc says '$$v', want libprotoc $(PROTOC_VERSION) (apt-get install protobuf-compiler on Debian bookworm)" >&2; exit 1; fi
+	plugin=$$($(GO) tool -n protoc-gen-go) && \
+	protoc --plugin=protoc-gen-go="$$plugin" --go_out=. --go_opt=paths=source_relative $(PROTO_DIR)/*.proto
+
+## proto-check: fail if the committed generated code is not what `make proto`
+## makes of the committed .proto (changed, or a file missing or left over).
+proto-check: proto
+	@out=$$(git status --porcelain -- $(PROTO_DIR)); if [ -n "$$out" ]; then \
+		echo "make proto-check: the generated code is not current; run make proto and commit:"; echo "$$out"; \
+		git diff -- $(PROTO_DIR) | head -40; exit 1; fi
 
 ## dropin-baseline: run the drop-in suites (test/dropin) with net/http as well
 ## as with connactor, and compare net/http's verdicts with the baseline recorded

@@ -125,12 +125,13 @@
 //
 // # Messages
 //
-// Renewals, replies, nudges and handoffs cross the cluster as
-// google.protobuf.BytesValue holding protobuf's wire format, written and read
-// with protowire (fleet/internal/protocol, no generated code). The protocol's
-// logic is plain values there, driven by the actors and by
-// fleet/internal/fleetsim, which runs it on a simulated clock and network
-// (make fleet-sim).
+// Renewals, replies, nudges and handoffs cross the cluster as the protobuf
+// messages generated from fleet/internal/protocol/fleetpb/fleet.proto (make
+// proto), which protoactor's remote serializes as it does its own. The
+// protocol's logic is plain Go values (fleet/internal/protocol), converted
+// and checked at the edge (protocol.Encode and Decode), and driven by the
+// actors and by fleet/internal/fleetsim, which runs it on a simulated clock
+// and network (make fleet-sim).
 //
 // # Tests
 //

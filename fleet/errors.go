@@ -11,10 +11,12 @@ var ErrInvalidConfig = errors.New("fleet: invalid config")
 // ErrStopped is returned by a keeper's Snapshot once the keeper has stopped.
 var ErrStopped = errors.New("fleet: keeper stopped")
 
-// ErrBadMessage is logged (wrapped) when a message from the cluster is not a
-// well-formed fleet message: a member running another version, or a bug.
-// The host answers such a request with nothing; the keeper's renewal then
-// fails at its timeout.
+// ErrBadMessage is logged (wrapped) when a message from the cluster is not
+// one the protocol can act on (a field it must have is missing, a count is
+// negative): a member running another version, or a bug. The host answers
+// such a request with nothing; the keeper's renewal then fails at its
+// timeout. Bytes protobuf cannot read never reach the fleet: protoactor's
+// remote logs them and ends the stream they came on.
 var ErrBadMessage = errors.New("fleet: malformed cluster message")
 
 // ErrCorruptKey is logged (wrapped, with the key, its value and revision)

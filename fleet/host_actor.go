@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/connactor/connactor/fleet/internal/protocol"
+	"github.com/connactor/connactor/fleet/internal/protocol/fleetpb"
 )
 
 // hostActor is a member's budget host: protocol.Host in an actor. Nodes
@@ -74,8 +75,8 @@ func (a *hostActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.onStarted(ctx)
-	case *wrapperspb.BytesValue:
-		a.onBytes(ctx, m)
+	case *fleetpb.Renew, *fleetpb.Handoff, *fleetpb.HandoffAck:
+		a.onProtocol(ctx, m.(proto.Message))
 	case *hostTick:
 		now := time.Now()
 		a.retryTransfers(now)
@@ -154,8 +155,10 @@ func (a *hostActor) leave() {
 	a.checkLeft()
 }
 
-func (a *hostActor) onBytes(ctx actor.Context, b *wrapperspb.BytesValue) {
-	msg, err := protocol.Decode(b.GetValue())
+// onProtocol handles a message from a node or a host, as it crossed the
+// cluster.
+func (a *hostActor) onProtocol(ctx actor.Context, pm proto.Message) {
+	msg, err := protocol.Decode(pm)
 	if err != nil {
 		a.m.logger.Warn("fleet: budget host got a malformed message", slog.Any("error", fmt.Errorf("%w: %w", ErrBadMessage, err)))
 		return
@@ -163,14 +166,12 @@ func (a *hostActor) onBytes(ctx actor.Context, b *wrapperspb.BytesValue) {
 	now := time.Now()
 	switch m := msg.(type) {
 	case protocol.Renew:
-		ctx.Respond(wrap(a.h.HandleRenew(m, now)))
+		ctx.Respond(protocol.Encode(a.h.HandleRenew(m, now)))
 	case protocol.Handoff:
 		a.h.ReceiveHandoff(m, now)
 	case protocol.HandoffAck:
 		a.h.ReceiveHandoffAck(m)
 		a.checkLeft()
-	default:
-		a.m.logger.Warn("fleet: budget host got a message for a keeper", slog.String("type", fmt.Sprintf("%T", m)))
 	}
 }
 
@@ -302,16 +303,12 @@ func (a *hostActor) call(f func(context.Context, coordinator) any) {
 	})
 }
 
-// wrap puts a protocol message into the protobuf value that crosses the
-// cluster.
-func wrap(msg any) *wrapperspb.BytesValue { return wrapperspb.Bytes(protocol.Encode(msg)) }
-
 // hostSink is the host's outside world: messages to nodes and hosts by the
 // cluster, ownership by the coordinator.
 type hostSink struct{ a *hostActor }
 
 func (s hostSink) Nudge(to protocol.NodeID, n protocol.Nudge) {
-	s.a.m.sys.Root.Send(nodePID(to), wrap(n))
+	s.a.m.sys.Root.Send(nodePID(to), protocol.Encode(n))
 }
 
 func (s hostSink) Acquire(shard int) {
@@ -326,9 +323,9 @@ func (s hostSink) Transfer(shards []int, epochs []uint64, to protocol.HostInfo) 
 }
 
 func (s hostSink) SendHandoff(to protocol.HostID, h protocol.Handoff) {
-	s.a.m.sys.Root.Send(hostPID(to), wrap(h))
+	s.a.m.sys.Root.Send(hostPID(to), protocol.Encode(h))
 }
 
 func (s hostSink) SendHandoffAck(to protocol.HostID, ack protocol.HandoffAck) {
-	s.a.m.sys.Root.Send(hostPID(to), wrap(ack))
+	s.a.m.sys.Root.Send(hostPID(to), protocol.Encode(ack))
 }

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/connactor/connactor/actors"
 	"github.com/connactor/connactor/fleet/internal/protocol"
+	"github.com/connactor/connactor/fleet/internal/protocol/fleetpb"
 )
 
 // keeperActor is one client's keeper: protocol.Keeper in an actor. The
@@ -69,8 +70,8 @@ func (a *keeperActor) Receive(ctx actor.Context) {
 		a.k.Usage(m.Route, m.Held, m.Idle, m.Waiting, now)
 	case *actors.SharesRequest:
 		a.k.SharesRequest()
-	case *wrapperspb.BytesValue:
-		a.onBytes(m, now)
+	case *fleetpb.RenewReply, *fleetpb.Nudge:
+		a.onProtocol(m.(proto.Message), now)
 	case *actor.DeadLetterResponse:
 		// A renewal reached a member where no host lives (any more).
 		if m.Target != nil {
@@ -151,8 +152,9 @@ func (a *keeperActor) stopWake() {
 	}
 }
 
-func (a *keeperActor) onBytes(b *wrapperspb.BytesValue, now time.Time) {
-	msg, err := protocol.Decode(b.GetValue())
+// onProtocol handles a message from a host, as it crossed the cluster.
+func (a *keeperActor) onProtocol(pm proto.Message, now time.Time) {
+	msg, err := protocol.Decode(pm)
 	if err != nil {
 		a.m.logger.Warn("fleet: keeper got a malformed message", slog.Any("error", fmt.Errorf("%w: %w", ErrBadMessage, err)))
 		return
@@ -162,8 +164,6 @@ func (a *keeperActor) onBytes(b *wrapperspb.BytesValue, now time.Time) {
 		a.k.HandleReply(m, now)
 	case protocol.Nudge:
 		a.k.Nudged(m.Host)
-	default:
-		a.m.logger.Warn("fleet: keeper got a message for a host", slog.String("type", fmt.Sprintf("%T", m)))
 	}
 }
 
@@ -184,7 +184,7 @@ type keeperSink struct{ a *keeperActor }
 
 func (s keeperSink) Send(to protocol.HostID, r protocol.Renew) {
 	a := s.a
-	a.m.sys.Root.RequestWithCustomSender(hostPID(to), wrap(r), a.self)
+	a.m.sys.Root.RequestWithCustomSender(hostPID(to), protocol.Encode(r), a.self)
 }
 
 func (s keeperSink) ShareChanged(route string, share, budget int) {

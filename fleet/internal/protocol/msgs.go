@@ -3,8 +3,9 @@ package protocol
 import "time"
 
 // The messages between nodes and hosts. They are plain values: the fleet's
-// actors carry them across the cluster (codec.go), the simulation hands them
-// over directly.
+// actors carry them across the cluster as the protobuf messages of the same
+// names in fleetpb/fleet.proto (codec.go converts), the simulation hands them
+// over directly. A field added here is added there too.
 //
 //	Renew        node -> host, one per interval (and on demand) per host: every
 //	             route of the node whose shard the node believes the host owns.
