@@ -10,12 +10,12 @@ import (
 // writeReport prints one Markdown table of every run's phases, then the
 // errors of each by class.
 func writeReport(w io.Writer, runs []*run) {
-	fmt.Fprintln(w, "| client | phase | goodput/s (of capacity) | p50 | p99 | p99.9 | refused (p99) | server queue mean/max | wasted answers | errors |")
+	fmt.Fprintln(w, "| client | phase | goodput/s (offered / capacity) | p50 | p99 | p99.9 | refused (p99) | server queue mean/max | wasted answers | errors |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		for _, ps := range r.phases() {
-			fmt.Fprintf(w, "| %s | %s | %.0f (%.0f, %.0f%%) | %s | %s | %s | %d (%s) | %.1f / %d | %d | %s |\n",
-				r.client, ps.name, ps.goodput, ps.capacity, 100*ps.goodput/ps.capacity,
+			fmt.Fprintf(w, "| %s | %s | %.0f (%.0f / %.0f) | %s | %s | %s | %d (%s) | %.1f / %d | %d | %s |\n",
+				r.client, ps.name, ps.goodput, ps.rate, ps.capacity,
 				ms(ps.p50), ms(ps.p99), ms(ps.p999), ps.refusals, ms(ps.refusedP99),
 				ps.queueMean, ps.queueMax, ps.wasted, errorSummary(ps.errors))
 		}

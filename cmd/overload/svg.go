@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// panel is one of the chart's stacked plots: a value of each bucket.
+// panel is one of the chart's stacked plots: a value of each bucket, or
+// none (a gap in the line).
 type panel struct {
 	title string
 	unit  string
-	value func(bucket) float64
+	value func(bucket) (float64, bool)
 	top   float64 // the y axis' top; 0: from the data
 }
 
@@ -26,15 +27,15 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 		return ""
 	}
 	panels := []panel{
-		{title: "goodput (successes/s)", unit: "/s", value: func(b bucket) float64 { return b.goodput }},
-		{title: "p99 latency of successes", unit: "ms", value: func(b bucket) float64 { return b.p99.Seconds() * 1000 },
-			top: deadline.Seconds() * 1000},
-		{title: "server queue depth", value: func(b bucket) float64 { return b.queue }},
+		{title: "goodput (successes/s)", unit: "/s", value: func(b bucket) (float64, bool) { return b.goodput, true }},
+		{title: "p99 latency of successes (none: no line)", unit: "ms", top: deadline.Seconds() * 1000,
+			value: func(b bucket) (float64, bool) { return b.p99.Seconds() * 1000, b.p99 > 0 }},
+		{title: "server queue depth", value: func(b bucket) (float64, bool) { return b.queue, true }},
 	}
 	const (
 		w, left, right = 900, 70, 250
 		panelH, gap    = 170, 50
-		top            = 40
+		top            = 50
 	)
 	plotW := float64(w - left - right)
 	h := top + len(panels)*(panelH+gap)
@@ -57,7 +58,8 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 		if ytop == 0 {
 			for _, bs := range lines {
 				for _, bk := range bs {
-					ytop = max(ytop, p.value(bk))
+					v, _ := p.value(bk)
+					ytop = max(ytop, v)
 				}
 			}
 			ytop = niceCeil(ytop)
@@ -76,15 +78,26 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 				fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#666" stroke-dasharray="4 3"/>`+"\n", x, x, y0, y0+panelH)
 			}
 			if pi == 0 {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#666">%s</text>`+"\n", px(sch.start(i))+4, y0+14, html.EscapeString(sch[i].name))
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666">%s</text>`+"\n", px(sch.start(i))+4, top-8, html.EscapeString(sch[i].String()))
 			}
 		}
 		for ci, bs := range lines {
 			var pts []string
-			for _, bk := range bs {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(bk.t+width/2), py(p.value(bk))))
+			flush := func() {
+				if len(pts) > 0 {
+					fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", lineColors[ci%len(lineColors)], strings.Join(pts, " "))
+				}
+				pts = pts[:0]
 			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", lineColors[ci%len(lineColors)], strings.Join(pts, " "))
+			for _, bk := range bs {
+				v, ok := p.value(bk)
+				if !ok {
+					flush()
+					continue
+				}
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(bk.t+width/2), py(v)))
+			}
+			flush()
 		}
 		for s := 0.0; s <= total; s += tickStep(total) {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%gs</text>`+"\n", px(time.Duration(s*float64(time.Second))), y0+panelH+15, s)
