@@ -18,7 +18,11 @@
 // unlike CoDel's packet scheduler, every caller over the target is refused
 // while shedding, not one at a growing rate: a refused caller can go
 // elsewhere at once, and one kept waiting past the target is likely to give
-// up anyway, after holding its place.
+// up anyway, after holding its place. Facebook's queues also switch to LIFO
+// under load, so that the newest callers, most likely still waiting, are
+// served first; a route keeps its FIFO order (first come, first served is
+// part of its contract), and refusing those over the target bounds every
+// wait instead.
 //
 // The route reports each wait it sees: OnDequeue when a caller leaves the
 // queue to be served, and ShouldShed, with its oldest waiter's enqueue time,

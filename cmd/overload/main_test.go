@@ -160,7 +160,7 @@ func TestPhaseStatsSumUpSuccessesRefusalsErrorsAndTheServer(t *testing.T) {
 	}
 
 	tl := r.timeline(500 * time.Millisecond)
-	if len(tl) != 4 || tl[0].goodput != 6 || tl[0].failures != 2 || tl[0].p99 != msd(30) || tl[0].queue != 1 {
+	if len(tl) != 4 || tl[0].goodput != 6 || tl[0].failures != 2 || tl[0].p99 != msd(30) || tl[0].queue != 1 || tl[0].samples != 1 {
 		t.Errorf("timeline = %+v; want 4 buckets, the first with 6/s ok, 2/s failed, p99 30ms, queue 1", tl)
 	}
 }

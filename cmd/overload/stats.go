@@ -102,6 +102,7 @@ type bucket struct {
 	failures float64       // failures a second ending in it
 	p99      time.Duration // of the successes ending in it
 	queue    float64       // the server's mean queue depth in it
+	samples  int           // of the server taken in it (0: queue unknown)
 }
 
 // timeline cuts the run into buckets of width.
@@ -119,19 +120,18 @@ func (r *run) timeline(width time.Duration) []bucket {
 			bs[i].failures++
 		}
 	}
-	samples := make([]int, n)
 	for _, s := range r.server {
 		i := idx(s.t)
 		bs[i].queue += float64(s.queued)
-		samples[i]++
+		bs[i].samples++
 	}
 	for i := range bs {
 		bs[i].t = time.Duration(i) * width
 		bs[i].goodput /= width.Seconds()
 		bs[i].failures /= width.Seconds()
 		bs[i].p99 = quantile(lat[i], 0.99)
-		if samples[i] > 0 {
-			bs[i].queue /= float64(samples[i])
+		if bs[i].samples > 0 {
+			bs[i].queue /= float64(bs[i].samples)
 		}
 	}
 	return bs

@@ -30,7 +30,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 		{title: "goodput (successes/s)", unit: "/s", value: func(b bucket) (float64, bool) { return b.goodput, true }},
 		{title: "p99 latency of successes (none: no line)", unit: "ms", top: deadline.Seconds() * 1000,
 			value: func(b bucket) (float64, bool) { return b.p99.Seconds() * 1000, b.p99 > 0 }},
-		{title: "server queue depth", value: func(b bucket) (float64, bool) { return b.queue, true }},
+		{title: "server queue depth (no sample: no line)", value: func(b bucket) (float64, bool) { return b.queue, b.samples > 0 }},
 	}
 	const (
 		w, left, right = 900, 70, 250
@@ -50,7 +50,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">Overload: a server of %d workers, callers with a %v deadline, open-loop arrivals</text>`+"\n",
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14">Overload: a server of %d workers, callers with a %v deadline, open-loop arrivals</text>`+"\n",
 		left, runs[0].k, deadline)
 	for pi, p := range panels {
 		y0 := float64(top + pi*(panelH+gap) + 20)
@@ -67,8 +67,8 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 		py := func(v float64) float64 { return y0 + panelH - min(v, ytop)/ytop*panelH }
 		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold">%s</text>`+"\n", left, y0-6, html.EscapeString(p.title))
 		fmt.Fprintf(&b, `<rect x="%d" y="%.0f" width="%.0f" height="%d" fill="none" stroke="#999"/>`+"\n", left, y0, plotW, panelH)
-		for i := 0; i <= 4; i++ {
-			v := ytop * float64(i) / 4
+		for i := 0; i <= 5; i++ {
+			v := ytop * float64(i) / 5
 			fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, left+plotW, py(v), py(v))
 			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s%s</text>`+"\n", left-5, py(v)+4, trimFloat(v), p.unit)
 		}
@@ -78,7 +78,8 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 				fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f" stroke="#666" stroke-dasharray="4 3"/>`+"\n", x, x, y0, y0+panelH)
 			}
 			if pi == 0 {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666">%s</text>`+"\n", px(sch.start(i))+4, top-8, html.EscapeString(sch[i].String()))
+				fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666" font-size="11">%s %.0f/s, %v</text>`+"\n",
+					px(sch.start(i))+4, top-8, html.EscapeString(sch[i].name), sch[i].rate, sch[i].service)
 			}
 		}
 		for ci, bs := range lines {
@@ -112,13 +113,13 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 	return b.String()
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v <= 0).
+// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten (1 for v <= 0).
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
 		if v <= m*p {
 			return m * p
 		}
