@@ -219,7 +219,7 @@ func TestParseFlagsRefusesUnknownClientsAndBadValues(t *testing.T) {
 // second, a report line per client and phase, and a chart that is SVG.
 func TestAShortRunReportsEveryPhaseAndDrawsAChart(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "overload.svg")
-	o, err := parseFlags([]string{"-scale", "0.04", "-clients", "tuned,nethttp", "-svg", svg})
+	o, err := parseFlags([]string{"-scale", "0.03", "-clients", "tuned,nethttp", "-svg", svg})
 	if err != nil {
 		t.Fatal(err)
 	}
