@@ -70,9 +70,8 @@
 // (BenchmarkOnResponse); its Vegas resets its no-load minimum to whichever
 // single sample comes next, taken under load; of the pitfalls above it
 // guards only app-limited growth (and lets the limit double while half of it
-// is used); and its module requires Datadog, Prometheus and gRPC clients (nor
-// could this machine's module proxy serve it). The rule here is short enough
-// to own.
+// is used); and its module requires Datadog, Prometheus and gRPC clients.
+// The rule here is short enough to own.
 package limit
 
 import (
