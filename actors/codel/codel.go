@@ -76,8 +76,8 @@ func (q *Queue) ShouldShed(now, oldest time.Time) bool {
 		return false
 	}
 	wait := now.Sub(oldest)
-	q.observe(now, wait)
-	return !q.aboveSince.IsZero() && now.Sub(q.aboveSince) >= q.interval && wait > q.target
+	q.observe(now, wait) // a wait at or below the target ends shedding here
+	return !q.aboveSince.IsZero() && now.Sub(q.aboveSince) >= q.interval
 }
 
 func (q *Queue) observe(now time.Time, wait time.Duration) {
