@@ -5,7 +5,7 @@ GO ?= go
 # not see it, so every target names it explicitly.
 CONNBENCH = cmd/connbench
 
-.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints tail dropin-baseline fleet-sim fleet-etcd-restart proto proto-check
+.PHONY: test test-race test-connbench test-cluster demo bench bench-full vet fmt fuzz otelcol otel soak soak-endpoints tail overload dropin-baseline fleet-sim fleet-etcd-restart proto proto-check
 
 ## test: vet, then every test with the race detector (needs nothing installed;
 ## integration tests that need nginx/squid/toxiproxy run when .ci/run has
@@ -112,6 +112,15 @@ bench-full:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	cd $(CONNBENCH) && $(GO) run . -server all -groups main,h2 -duration 2s -warmup 300ms -count 3
 	cd $(CONNBENCH) && $(GO) run . -server fasthttp -groups sweep -duration 2s -warmup 300ms -count 3 -svg ../../docs/bench
+
+## overload: clients against a local server that serves 4 requests at a time
+## (cmd/overload): twice its capacity, a tenfold slowdown, then recovery, with
+## callers' deadlines of 1 s; prints goodput, latency, refusals and the
+## server's queue per phase and draws docs/bench/overload.svg. About 35 s a
+## client. OVERLOADFLAGS adds program flags (e.g. OVERLOADFLAGS='-scale 0.25').
+OVERLOADFLAGS ?=
+overload:
+	$(GO) run ./cmd/overload -svg docs/bench/overload.svg $(OVERLOADFLAGS)
 
 ## soak: the long soak (cmd/soak): 1,000,000 requests over 50 routes (20 through
 ## toxiproxy) with every scripted fault, random cancellations and early body

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/connactor/connactor/client"
+)
+
+// clientSpec is one client the benchmark runs: a key for -clients, a name for
+// the report, and how to make it.
+type clientSpec struct {
+	key, name string
+	make      func() (rt http.RoundTripper, closeFn func(), err error)
+}
+
+// clients is every client the benchmark knows, in the order it runs them.
+func clients() []clientSpec {
+	return []clientSpec{
+		{key: "nethttp", name: "net/http MaxConnsPerHost 64", make: func() (http.RoundTripper, func(), error) {
+			t := &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}
+			return t, t.CloseIdleConnections, nil
+		}},
+		connactor("fixed", "connactor MaxConnsPerRoute 64", client.Config{MaxConnsPerRoute: 64}),
+		// Hand-tuned, knowing the server's k = 4: no more requests in flight
+		// than it serves, four more callers waiting, the rest refused.
+		connactor("tuned", "connactor 4 conns + 4 pending", client.Config{MaxConnsPerRoute: 4, MaxPendingPerRoute: 4}),
+
+		// Hooks: once the route holds its adaptive limit (actors/limit) and
+		// its queue-shedding decision (actors/codel), and the client's Config
+		// carries them (Adaptive, QueueTarget), add these two clients, and
+		// ErrOverloaded to classify:
+		//
+		//	connactor("adaptive", "connactor Adaptive",
+		//		client.Config{MaxConnsPerRoute: 64, Adaptive: &client.AdaptiveLimit{}}),
+		//	connactor("adaptive-codel", "connactor Adaptive + QueueTarget 20ms",
+		//		client.Config{MaxConnsPerRoute: 64, Adaptive: &client.AdaptiveLimit{}, QueueTarget: 20 * time.Millisecond}),
+	}
+}
+
+func connactor(key, name string, cfg client.Config) clientSpec {
+	return clientSpec{key: key, name: name, make: func() (http.RoundTripper, func(), error) {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		c, err := client.New(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() { _ = c.Close() }, nil
+	}}
+}
+
+// Error classes in the report.
+const (
+	errRefusedQueueFull = "refused: queue full"
+	errDeadlineWaiting  = "deadline: waiting for a connection"
+	errDeadlineInFlight = "deadline: in flight"
+	errOther            = "other"
+)
+
+// classify names err's class; gotConn says whether the request had a
+// connection (httptrace's GotConn fired), so was (being) sent.
+func classify(err error, gotConn bool) string {
+	switch {
+	case errors.Is(err, client.ErrQueueFull):
+		return errRefusedQueueFull
+	case errors.Is(err, context.DeadlineExceeded) && gotConn:
+		return errDeadlineInFlight
+	case errors.Is(err, context.DeadlineExceeded):
+		return errDeadlineWaiting
+	}
+	msg := err.Error()
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	return errOther + ": " + msg
+}
+
+// refused says whether a class is the client refusing a caller at once (not
+// a wait that ran out).
+func refused(class string) bool { return class == errRefusedQueueFull }

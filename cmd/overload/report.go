@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// writeReport prints one Markdown table of every run's phases, then the
+// errors of each by class.
+func writeReport(w io.Writer, runs []*run) {
+	fmt.Fprintln(w, "| client | phase | goodput/s (offered / capacity) | p50 | p99 | p99.9 | refused (p99) | server queue mean/max | wasted answers | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range runs {
+		for _, ps := range r.phases() {
+			fmt.Fprintf(w, "| %s | %s | %.0f (%.0f / %.0f) | %s | %s | %s | %d (%s) | %.1f / %d | %d | %s |\n",
+				r.client, ps.name, ps.goodput, ps.rate, ps.capacity,
+				ms(ps.p50), ms(ps.p99), ms(ps.p999), ps.refusals, ms(ps.refusedP99),
+				ps.queueMean, ps.queueMax, ps.wasted, errorSummary(ps.errors))
+		}
+	}
+	for _, r := range runs {
+		if r.final.skipped > 0 {
+			fmt.Fprintf(w, "\n%s: %d requests of callers long gone were still queued at the server when the run ended (skipped, not counted above).\n", r.client, r.final.skipped)
+		}
+	}
+}
+
+func errorSummary(errs map[string]int) string {
+	if len(errs) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, c := range errorClasses([]phaseStats{{errors: errs}}) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, errs[c]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ms formats d in milliseconds ("-" for none).
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// kServer is the upstream under test: it serves k requests at a time, each
+// for the current service time, and queues the rest in arrival order (a
+// worker pool behind an unbounded queue, as most servers are). It serves
+// every request it accepted, even one whose caller has given up: it cannot
+// know until it answers, and counts those answers as wasted. Safe for
+// concurrent use.
+type kServer struct {
+	slots   chan struct{}                              // one token per worker: k in all
+	service atomic.Int64                               // nanoseconds a request takes, from when a worker takes it
+	work    func(ctx context.Context, d time.Duration) // the work itself: a sleep, or a test's gate
+
+	queued   atomic.Int64 // requests waiting for a worker now
+	inFlight atomic.Int64 // requests a worker holds now
+	served   atomic.Int64 // responses written
+	wasted   atomic.Int64 // of them, to callers that had given up
+	// skipGone, once set (the run is over), makes workers skip the requests
+	// of callers already gone, so that the server empties its queue at once;
+	// skipped counts them.
+	skipGone atomic.Bool
+	skipped  atomic.Int64
+	onChange func() // nil, or called after each change of queued or inFlight (tests)
+}
+
+func newKServer(k int, service time.Duration) *kServer {
+	s := &kServer{slots: make(chan struct{}, k), work: sleep}
+	s.service.Store(int64(service))
+	return s
+}
+
+// sleep is the default work: the request's service time, whatever its
+// caller does meanwhile.
+func sleep(_ context.Context, d time.Duration) { time.Sleep(d) }
+
+// setService changes the service time of the requests workers take from now.
+func (s *kServer) setService(d time.Duration) { s.service.Store(int64(d)) }
+
+func (s *kServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.queued.Add(1)
+	s.changed()
+	s.slots <- struct{}{} // waiting goroutines are woken in arrival order
+	s.queued.Add(-1)
+	s.inFlight.Add(1)
+	s.changed()
+	defer func() {
+		s.inFlight.Add(-1)
+		<-s.slots
+		s.changed()
+	}()
+	if s.skipGone.Load() && r.Context().Err() != nil {
+		s.skipped.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	s.work(r.Context(), time.Duration(s.service.Load()))
+	if r.Context().Err() != nil {
+		s.wasted.Add(1)
+	}
+	w.Header().Set("Content-Length", "2")
+	_, _ = w.Write([]byte("ok"))
+	s.served.Add(1)
+}
+
+func (s *kServer) changed() {
+	if s.onChange != nil {
+		s.onChange()
+	}
+}
+
+// serverCounts is a snapshot of a kServer's counters.
+type serverCounts struct {
+	queued, inFlight, served, wasted, skipped int64
+}
+
+func (s *kServer) counts() serverCounts {
+	return serverCounts{s.queued.Load(), s.inFlight.Load(), s.served.Load(), s.wasted.Load(), s.skipped.Load()}
+}
+
+// listen serves s on a new port of 127.0.0.1 until the returned stop is
+// called; stop waits for its handlers to return.
+func (s *kServer) listen() (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { // owned by stop, which waits for it
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String() + "/", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
