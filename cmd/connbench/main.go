@@ -13,7 +13,7 @@
 // and time blocked on locks per request (runtime/metrics), allocations per
 // request (runtime.MemStats), new connections dialed, and ratios to net/http
 // measured in the same run; then a summary line per cell that reads the
-// performance targets as met or not, each with its figure.
+// performance targets as met, not met or not run, each with its figures.
 //
 // It is a Go module of its own (go.mod beside this file, with a replace of the
 // library by ../..), so fasthttp and the comparison clients stay out of the
