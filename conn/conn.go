@@ -189,11 +189,14 @@ type Actor struct {
 	watchSet  atomic.Bool
 	watchDone chan struct{} // cap 1, one value per watcher run
 	watchErr  error
+	watchFrom time.Time // when the watcher began to look; written before watchDone, as watchErr
 	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
 	// doubled (up to MaxIdleWatchDelay) each time a watch was wasted: a lease
 	// had to interrupt a running watcher (stopWatch), or the timer fired to
-	// find the connection used since it was set (fireWatch). 0 =
-	// IdleWatchDelay. Shared with the timer goroutine.
+	// find the connection used since it was set (fireWatch); back to
+	// IdleWatchDelay when a lease interrupts a watcher that had looked for a
+	// full delay (stopWatch). 0 = IdleWatchDelay. Shared with the timer
+	// goroutine.
 	watchDelay atomic.Int64
 	broken     bool // the socket is unusable; the route will close it
 }
