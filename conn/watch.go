@@ -92,13 +92,7 @@ func (c *Actor) onWatchIdle() {
 		delay = c.baseWatchDelay()
 		c.watchDelay.Store(int64(delay))
 	}
-	if c.watchTimer == nil {
-		// Made stopped and set below, so that the field is written before
-		// the timer can fire (fireWatch reads it to set itself again).
-		c.watchDone = make(chan struct{}, 1)
-		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
-		c.watchTimer.Stop()
-	}
+	c.makeWatch()
 	// Nothing but the actor changes an off word: a plain store starts the
 	// next period. It comes before the look at watchSet: a firing that
 	// clears watchSet after that look finds the period armed.
@@ -110,6 +104,22 @@ func (c *Actor) onWatchIdle() {
 		// it first).
 		c.watch.CompareAndSwap(next, next&^watchInherited|watchSeen)
 		c.watchTimer.Reset(delay)
+	}
+}
+
+// makeWatch makes the watch's timer and channel, once per actor: when its
+// first socket is dialed (onDialResult), on the dial worker, which lives
+// where the client does. Made by the first idle period's release instead, on
+// a caller's goroutine, they would belong to that caller's testing/synctest
+// bubble, if it is in one, and the timer's goroutine and the actor, outside
+// it, could neither use the channel nor stop the timer.
+func (c *Actor) makeWatch() {
+	if c.watchTimer == nil {
+		// Made stopped and set by onWatchIdle, so that the field is written
+		// before the timer can fire (fireWatch reads it to set itself again).
+		c.watchDone = make(chan struct{}, 1)
+		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
+		c.watchTimer.Stop()
 	}
 }
 
