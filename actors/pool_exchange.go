@@ -220,5 +220,11 @@ func (x *Exchange) release(m Released) {
 }
 
 // post sends m to the exchange's route: from the pool's home when the
-// caller is foreign (postFrom).
-func (x *Exchange) post(m any) { postFrom(x.p, x.foreign, x.route.mb, m) }
+// caller is foreign (postFrom). The common case is a direct call.
+func (x *Exchange) post(m any) {
+	if x.foreign {
+		postFrom(x.p, true, x.route.mb, m)
+		return
+	}
+	x.route.post(m)
+}
