@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
-
-	"github.com/connactor/connactor/internal/wait"
 )
 
 // Ender is told of a stream's end (see RoundTrip). An interface rather than a
@@ -131,14 +129,22 @@ func (b *Body) finish(err error) {
 	}
 }
 
+// Home is where RoundTripAt starts a foreign caller's stream, and reads its
+// body: the client's home goroutine (internal/wait's Home). Do runs f there
+// and reports false once home has ended; Chan returns a channel made there.
+type Home interface {
+	Do(f func()) bool
+	Chan() chan struct{}
+}
+
 // RoundTripAt is RoundTripBody for a caller in a testing/synctest bubble
-// that the connection is not in (wait.Home.Foreign). The engine makes a
+// that the connection is not in (internal/wait's Home.Foreign). The engine makes a
 // stream's channels on the goroutine that starts it, and its read loop,
 // outside the bubble, closes them: the stream is started from a goroutine of
 // home's instead, with a context of its own that the caller's context ends
 // (for the whole stream, body included, as in RoundTrip). The caller blocks
 // until the response head arrives, or the stream fails.
-func (c *Conn) RoundTripAt(home *wait.Home, req *http.Request, done Ender, b *Body) (*http.Response, error) {
+func (c *Conn) RoundTripAt(home Home, req *http.Request, done Ender, b *Body) (*http.Response, error) {
 	if b == nil {
 		b = new(Body)
 	}
@@ -182,7 +188,7 @@ func (c *Conn) RoundTripAt(home *wait.Home, req *http.Request, done Ender, b *Bo
 // made in it. The caller blocks on a channel of home's instead.
 type homeReader struct {
 	rc   io.ReadCloser
-	home *wait.Home
+	home Home
 }
 
 func (r *homeReader) Read(p []byte) (n int, err error) {
