@@ -96,7 +96,10 @@ type Pool struct {
 	owned  []*actor.PID // actors the owner spawned here (Spawn), stopped by Close before the supervisor
 	ownMu  sync.Mutex   // guards owned
 
-	wg         conc.WaitGroup // dials, idle watchers and the expiry ticker
+	wg conc.WaitGroup // dials, idle watchers and the expiry ticker
+	// home makes, for callers in a testing/synctest bubble the pool is not
+	// in, what the pool's goroutines use (wait.Home; Call.foreign).
+	home       *wait.Home
 	life       context.Context
 	cancelLife context.CancelFunc
 	closing    atomic.Bool
@@ -111,6 +114,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	p := &Pool{cfg: cfg, admission: wait.NewSemaphore(cfg.MaxConcurrentRequests), tel: cfg.Tel,
 		supMB: mailbox.New(SupervisorInlineBudget)}
 	p.life, p.cancelLife = context.WithCancel(context.Background())
+	p.home = wait.NewHome(p.wg.Go, p.life.Done()) // ends with the pool's life
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
 		tlsCfg = &tls.Config{}
@@ -141,6 +145,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		Resolver:               cfg.Resolver,
 		ProxyCredentials:       creds,
 		Go:                     p.wg.Go,
+		Home:                   p.home,
 		Logger:                 cfg.Logger,
 		Fault:                  cfg.Fault,
 	}

@@ -33,14 +33,42 @@ type Call struct {
 	started  time.Time // the request's start: a context's wait error says how long since then
 	waitFrom time.Time // when the timer was armed: a LeaseTimeout error says how long that wait was
 	queued   bool      // the call waited for admission: started is no longer now
+	// foreign: the caller is in a testing/synctest bubble the pool is not in
+	// (wait.Home.Foreign, read from started). What it asks of the route and
+	// the supervisor is posted from the pool's home, not run on its
+	// goroutine, and its waits block on channels made there: the actors'
+	// goroutines, outside its bubble, must neither answer on the caller's
+	// channels nor make what they keep (a route, a timer) in its bubble.
+	foreign bool
 }
 
 // NewCall begins req's passage to route key, traced by tel (nil = not
 // traced). It reads the clock once: Started.
 func (p *Pool) NewCall(req *http.Request, key route.Key, tel *telemetry.Request) Call {
 	ctx := req.Context()
+	now := time.Now()
 	return Call{p: p, ctx: ctx, req: req, key: key, tel: tel, trace: httptrace.ContextClientTrace(ctx),
-		gzip: p.wantsGzip(req), started: time.Now()}
+		gzip: p.wantsGzip(req), started: now, foreign: p.home.Foreign(now)}
+}
+
+// readyOf is t.Ready, or, for a foreign caller, a channel of the pool's home
+// (Ticket.ReadyAt).
+func readyOf[T any](p *Pool, foreign bool, t *wait.Ticket[T]) <-chan struct{} {
+	if foreign {
+		return t.ReadyAt(p.home)
+	}
+	return t.Ready()
+}
+
+// postFrom posts m to mb on this goroutine, or, for a foreign caller, from
+// the pool's home (wait.Home.Do): the actor then runs there, not in the
+// caller's bubble. Posts from home keep their order. Once the pool's life
+// has ended (Close) the caller posts itself: the mailbox answers it.
+func postFrom(p *Pool, foreign bool, mb interface{ PostUserMessage(any) }, m any) {
+	if foreign && p.home.Do(func() { mb.PostUserMessage(m) }) {
+		return
+	}
+	mb.PostUserMessage(m)
 }
 
 // Started is when the call began.
@@ -127,7 +155,7 @@ func await[T any](l *Call, t *wait.Ticket[T]) (T, error, gaveUp) {
 	if v, err, ok := t.Result(); ok {
 		return v, err, served
 	}
-	why := l.until(t.Ready())
+	why := l.until(readyOf(l.p, l.foreign, t))
 	if why != served {
 		t.Cancel()
 	}

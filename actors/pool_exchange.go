@@ -27,6 +27,9 @@ type Exchange struct {
 	got   Lease
 	early error // the response arrived before the body was sent in full (conn.ErrEarlyResponse)
 	gzip  bool  // send "Accept-Encoding: gzip" (transparent compression, pool_gzip.go)
+	// foreign: its caller is in a testing/synctest bubble the pool is not
+	// in (Call.foreign); its messages to the route go from the pool's home.
+	foreign bool
 
 	ticket   wait.Ticket[Lease]
 	leaseReq LeaseRequest
@@ -56,7 +59,7 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	case why != served:
 		// The route drops the waiter, and takes back a lease that crossed the
 		// cancel (Ticket.Returned).
-		h.post(&LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
+		x.post(&LeaseCancelled{Ticket: &x.ticket, TimedOut: why == byTimeout})
 		return nil, l.waitErr(why, "a connection")
 	case errors.Is(err, ErrRouteClosed): // the route stopped: its Stopping or its mailbox said so
 		if p.closing.Load() {
@@ -117,7 +120,7 @@ func dialError(key route.Key, err error) error {
 // follows.
 func (x *Exchange) GiveBack() {
 	x.ticket.Cancel()
-	x.route.post(&LeaseCancelled{Ticket: &x.ticket})
+	x.post(&LeaseCancelled{Ticket: &x.ticket})
 }
 
 // ConnID is the leased connection's ID (an Avoid for the next attempt).
@@ -154,7 +157,7 @@ func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 	x.got.Inbox.PostUserMessage(&x.exReq)
 	r, _, ok := x.exReply.Result()
 	if !ok {
-		<-x.exReply.Ready() // the connection actor, or its mailbox, answers
+		<-readyOf(x.p, x.foreign, &x.exReply) // the connection actor, or its mailbox, answers
 		r, _, _ = x.exReply.Result()
 	}
 	if r.Err != nil {
@@ -177,7 +180,13 @@ func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 	if x.gzip {
 		req = withGzip(req)
 	}
-	resp, err := x.got.H2.RoundTripBody(req, x, &x.h2body) // x is the stream's h2.Ender (StreamEnded)
+	var resp *http.Response
+	var err error
+	if x.foreign {
+		resp, err = x.got.H2.RoundTripAt(x.p.home, req, x, &x.h2body)
+	} else {
+		resp, err = x.got.H2.RoundTripBody(req, x, &x.h2body) // x is the stream's h2.Ender (StreamEnded)
+	}
 	if err != nil {
 		x.release(Released{Reusable: true}) // the stream is over; the connection reports its own fate
 		return nil, err
@@ -207,5 +216,15 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 func (x *Exchange) release(m Released) {
 	m.ConnID, m.Offered = x.got.ConnID, x.got.Offered
 	x.released = m
-	x.route.post(&x.released)
+	x.post(&x.released)
+}
+
+// post sends m to the exchange's route: from the pool's home when the
+// caller is foreign (postFrom). The common case is a direct call.
+func (x *Exchange) post(m any) {
+	if x.foreign {
+		postFrom(x.p, true, x.route.mb, m)
+		return
+	}
+	x.route.post(m)
 }

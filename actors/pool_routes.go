@@ -25,7 +25,7 @@ func (l *Call) routeFor() (*routeHandle, error) {
 	// it restarts is answered by the restarted instance, and one posted after
 	// it stopped by the mailbox itself (ErrClosing).
 	t := &wait.Ticket[*routeHandle]{}
-	p.supMB.PostUserMessage(&RouteRequest{Key: key, Ticket: t})
+	postFrom(p, l.foreign, p.supMB, &RouteRequest{Key: key, Ticket: t})
 	h, err, why := await(l, t)
 	switch {
 	case why != served:
@@ -67,7 +67,7 @@ func (l *Call) leaseOnRoute(fresh bool, avoid uint64) (*Exchange, Lease, gaveUp,
 		if err != nil {
 			return nil, Lease{}, served, err
 		}
-		x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip, route: h}
+		x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip, route: h, foreign: l.foreign}
 		if !fresh && avoid == 0 {
 			if lease, ok := h.take(l.now()); ok {
 				x.ticket.Deliver(lease) // the lease's one record, as a granted one's (GiveBack)
@@ -75,7 +75,7 @@ func (l *Call) leaseOnRoute(fresh bool, avoid uint64) (*Exchange, Lease, gaveUp,
 			}
 		}
 		x.leaseReq = LeaseRequest{Ticket: &x.ticket, Fresh: fresh, Trace: x.trace, Avoid: avoid}
-		h.post(&x.leaseReq)
+		x.post(&x.leaseReq)
 		lease, err, why := await(l, &x.ticket)
 		if why == served && errors.Is(err, ErrRouteClosed) && h.Pub.Reclaimed.Load() && !p.closing.Load() {
 			p.forgetRoute(h)

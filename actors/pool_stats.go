@@ -112,12 +112,13 @@ func (p *Pool) Stats() (Stats, bool) {
 		RoutesReclaimed: sr.Reclaimed}
 	st.InFlight, st.PendingAdmission = p.admission.Held()
 	tickets := make([]wait.Ticket[routeReport], len(sr.Routes))
+	foreign := p.home.Foreign(time.Now())
 	for i, h := range sr.Routes {
-		h.post(&RouteStatsRequest{Ticket: &tickets[i]})
+		postFrom(p, foreign, h.mb, &RouteStatsRequest{Ticket: &tickets[i]})
 	}
 	for i, h := range sr.Routes {
 		t := &tickets[i]
-		<-t.Ready() // a route that stopped under us answers through its mailbox
+		<-readyOf(p, foreign, t) // a route that stopped under us answers through its mailbox
 		if r, err, _ := t.Result(); err == nil {
 			st.Routes = append(st.Routes, h.stats(r))
 		}
@@ -147,8 +148,9 @@ func (h *routeHandle) stats(r routeReport) route.Stats {
 // when the pool closed meanwhile.
 func (p *Pool) supervisorStats() (StatsResponse, bool) {
 	t := &wait.Ticket[StatsResponse]{}
-	p.supMB.PostUserMessage(&StatsRequest{Ticket: t})
-	<-t.Ready() // a supervisor that stopped answers through its mailbox
+	foreign := p.home.Foreign(time.Now()) // Stats is no hot path: one clock read
+	postFrom(p, foreign, p.supMB, &StatsRequest{Ticket: t})
+	<-readyOf(p, foreign, t) // a supervisor that stopped answers through its mailbox
 	sr, err, _ := t.Result()
 	return sr, err == nil
 }
@@ -166,11 +168,12 @@ func (p *Pool) CloseIdle() {
 		return
 	}
 	tickets := make([]wait.Ticket[int], len(sr.Routes))
+	foreign := p.home.Foreign(time.Now())
 	for i, h := range sr.Routes {
-		h.post(&CloseIdleRequest{Ticket: &tickets[i]})
+		postFrom(p, foreign, h.mb, &CloseIdleRequest{Ticket: &tickets[i]})
 	}
 	for i := range tickets {
-		<-tickets[i].Ready() // a route that stopped answers through its mailbox
+		<-readyOf(p, foreign, &tickets[i]) // a route that stopped answers through its mailbox
 	}
 }
 

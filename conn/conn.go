@@ -33,6 +33,7 @@ import (
 
 	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/mailbox"
+	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
 
@@ -78,7 +79,12 @@ type Options struct {
 	IdleWatchDelay time.Duration
 	// Go starts a goroutine owned by the client (dials and idle watchers), which
 	// waits for them on Close. It must not be nil.
-	Go     func(func())
+	Go func(func())
+	// Home is the client's home goroutine (see wait.Home): a dial asked for
+	// by a caller in a testing/synctest bubble that the client is not in is
+	// handed to a dial worker from there, and its deadline read from the real
+	// clock there. nil = no caller is ever foreign.
+	Home   *wait.Home
 	Logger *slog.Logger
 
 	// dials keeps the goroutines that dial (see dialWorkers): the one part of
@@ -189,11 +195,14 @@ type Actor struct {
 	watchSet  atomic.Bool
 	watchDone chan struct{} // cap 1, one value per watcher run
 	watchErr  error
+	watchFrom time.Time // when the watcher began to look; written before watchDone, as watchErr
 	// watchDelay is this socket's idle watch delay: IdleWatchDelay at first,
 	// doubled (up to MaxIdleWatchDelay) each time a watch was wasted: a lease
 	// had to interrupt a running watcher (stopWatch), or the timer fired to
-	// find the connection used since it was set (fireWatch). 0 =
-	// IdleWatchDelay. Shared with the timer goroutine.
+	// find the connection used since it was set (fireWatch); back to
+	// IdleWatchDelay when a lease interrupts a watcher that had looked for a
+	// full delay (stopWatch). 0 = IdleWatchDelay. Shared with the timer
+	// goroutine.
 	watchDelay atomic.Int64
 	broken     bool // the socket is unusable; the route will close it
 }
@@ -242,11 +251,32 @@ func (c *Actor) onStarted(ctx actor.Context) {
 // context keeps life's values (the waiting request's httptrace hooks) but not
 // life's cancellation: registering each dial with the client's lifetime, and
 // taking it out again, cost about 0.4 us a dial (BenchmarkDial in actors/).
+//
+// A dial started by a caller in a testing/synctest bubble that the client is
+// not in (Options.Home) is handed to a dial worker by the client's home
+// goroutine, and its deadline is set there, on the dial worker: a deadline
+// set here would be a timer of the bubble's, read from its fake clock, and
+// the worker could not stop it.
 func (c *Actor) startDial() {
 	c.dialing = true
 	// One clock read for the deadline and for the dial's Took (which thus
 	// counts the hand-off to a dial worker too).
 	start := time.Now()
+	if c.opt.Home.Foreign(start) {
+		dctx, cancel := context.WithCancel(context.WithoutCancel(c.life)) // no timer: the worker sets the deadline
+		c.cancelDial = cancel
+		res := &dialResult{c: c, sys: c.sys, self: c.self, key: c.key, addr: c.addr, opt: c.opt,
+			ctx: dctx, cancel: cancel, foreign: true, dialLog: dialLog{to: c.to}}
+		opt, life := c.opt, c.life
+		if !opt.Home.Do(func() { opt.dials.run(opt, life, res) }) {
+			// The client's life has ended: no worker will dial. The actor
+			// hears so after this message, as from a worker.
+			cancel()
+			res.err = errNotDialed
+			c.sys.Root.Send(c.self, res)
+		}
+		return
+	}
 	dctx, cancel := context.WithDeadline(context.WithoutCancel(c.life), start.Add(c.opt.DialTimeout))
 	c.cancelDial = cancel
 	// The job, its result and the report to the route are one allocation.
@@ -261,6 +291,14 @@ func (c *Actor) startDial() {
 // DialTimeout and by the actor's stop.
 func (res *dialResult) run() {
 	defer res.cancel()
+	if res.foreign {
+		// Started from a foreign bubble: the deadline comes from this
+		// goroutine's clock, the real one.
+		res.start = time.Now()
+		var cancel context.CancelFunc
+		res.ctx, cancel = context.WithDeadline(res.ctx, res.start.Add(res.opt.DialTimeout))
+		defer cancel()
+	}
 	c := res.c
 	nc, err := dialTimed(res.ctx, res.key, res.addr, res.opt, &res.dialLog)
 	if err == nil {
@@ -297,6 +335,7 @@ func (c *Actor) onDialResult(m *dialResult) {
 	c.rd, c.wr = &c.rdv, &c.wrv
 	c.br, c.bw = newReader(c.rd), newWriter(c.wr)
 	c.probe = newIdleProbe(c.nc)
+	c.makeWatch()
 	d := m.report(c.id, nil, c.nc)
 	d.Inbox = c.mb
 	c.sys.Root.Send(c.parent, d)

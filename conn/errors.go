@@ -139,3 +139,7 @@ func (e *RequestBodyError) Unwrap() []error {
 // stopped with its route. The connection is closed; nothing was written
 // unless the error says so.
 var ErrConnActorFailed = errors.New("connection actor failed")
+
+// errNotDialed is the outcome of a dial asked for, from a testing/synctest
+// bubble, once the client's life had ended: no dial worker takes it.
+var errNotDialed = errors.New("conn: not dialed: the client is closing")

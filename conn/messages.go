@@ -177,6 +177,9 @@ type dialResult struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	start  time.Time
+	// foreign: started by a caller in a bubble the client is not in; ctx
+	// has no deadline yet, and start is read by the worker (run).
+	foreign bool
 
 	// The result: written by the worker, then read by the actor; but
 	// dialLog.to, the endpoints to dial, which startDial sets with the job.

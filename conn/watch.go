@@ -51,6 +51,13 @@ const (
 // for a watch at every idle gap, and busy ones for a timer goroutine every 10
 // ms (0.03 goroutines a request with 16 busy connections, BenchmarkLeaseReleaseCycle);
 // the probe still finds a server's close before anything is written.
+//
+// A watcher that ran for a full delay before a lease interrupted it was not
+// wasted: the connection stayed idle that long, it is not busy any more, and
+// its delay goes back to IdleWatchDelay (stopWatch). Without that, a
+// connection that was busy once kept MaxIdleWatchDelay for good, and once
+// traffic had slowed a server's close of it was noticed only 1 to 2 s into
+// each idle period, not 10 to 20 ms.
 const (
 	IdleWatchDelay    = 10 * time.Millisecond
 	MaxIdleWatchDelay = time.Second
@@ -82,16 +89,10 @@ func (c *Actor) onWatchIdle() {
 	}
 	delay := time.Duration(c.watchDelay.Load())
 	if delay == 0 {
-		delay = cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay)
+		delay = c.baseWatchDelay()
 		c.watchDelay.Store(int64(delay))
 	}
-	if c.watchTimer == nil {
-		// Made stopped and set below, so that the field is written before
-		// the timer can fire (fireWatch reads it to set itself again).
-		c.watchDone = make(chan struct{}, 1)
-		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
-		c.watchTimer.Stop()
-	}
+	c.makeWatch()
 	// Nothing but the actor changes an off word: a plain store starts the
 	// next period. It comes before the look at watchSet: a firing that
 	// clears watchSet after that look finds the period armed.
@@ -103,6 +104,22 @@ func (c *Actor) onWatchIdle() {
 		// it first).
 		c.watch.CompareAndSwap(next, next&^watchInherited|watchSeen)
 		c.watchTimer.Reset(delay)
+	}
+}
+
+// makeWatch makes the watch's timer and channel, once per actor: when its
+// first socket is dialed (onDialResult), on the dial worker, which lives
+// where the client does. Made by the first idle period's release instead, on
+// a caller's goroutine, they would belong to that caller's testing/synctest
+// bubble, if it is in one, and the timer's goroutine and the actor, outside
+// it, could neither use the channel nor stop the timer.
+func (c *Actor) makeWatch() {
+	if c.watchTimer == nil {
+		// Made stopped and set by onWatchIdle, so that the field is written
+		// before the timer can fire (fireWatch reads it to set itself again).
+		c.watchDone = make(chan struct{}, 1)
+		c.watchTimer = time.AfterFunc(time.Hour, c.fireWatch)
+		c.watchTimer.Stop()
 	}
 }
 
@@ -144,6 +161,7 @@ func (c *Actor) fireWatch() {
 			break
 		}
 	}
+	c.watchFrom = time.Now() // one clock read a watcher: stopWatch tells a long watch from a wasted one
 	_, err := c.br.Peek(1)
 	interrupted := isTimeout(err)
 	if err == nil {
@@ -190,7 +208,9 @@ func (c *Actor) watchOver() {
 // stopWatch ends the idle watch before an exchange; it returns the error that
 // makes the connection unusable, if the watcher saw one. A watch that is armed
 // but not yet looking is simply disarmed: the exchange then probes the socket
-// itself (checkIdle) before writing anything.
+// itself (checkIdle) before writing anything. A watcher it interrupts backs
+// the socket's delay off, unless it had watched for a full delay: then the
+// connection is no longer busy, and the delay goes back to IdleWatchDelay.
 func (c *Actor) stopWatch() error {
 	if c.watchTimer == nil || !c.disarmWatch() {
 		return nil
@@ -203,9 +223,17 @@ func (c *Actor) stopWatch() error {
 		c.broken = true
 		return err
 	}
+	if time.Since(c.watchFrom) >= time.Duration(c.watchDelay.Load()) {
+		c.watchDelay.Store(int64(c.baseWatchDelay())) // idle for a full period: not busy any more
+		return nil
+	}
 	c.backOffWatch() // this watch was wasted: look later next time
 	return nil
 }
+
+// baseWatchDelay is a socket's first idle watch delay: Options.IdleWatchDelay,
+// or IdleWatchDelay.
+func (c *Actor) baseWatchDelay() time.Duration { return cmp.Or(c.opt.IdleWatchDelay, IdleWatchDelay) }
 
 // backOffWatch doubles the socket's watch delay, up to MaxIdleWatchDelay (or
 // Options.IdleWatchDelay when that is longer), after a wasted watch. The

@@ -112,3 +112,32 @@ func TestWatchTimerFiringFromBeforeARecycleLeavesTheNextSocketTheBaseDelay(t *te
 		t.Fatalf("watch word %#x after the firing: want the period armed and seen, the timer set to watch it", w)
 	}
 }
+
+// A busy connection's watches are wasted until its delay reaches
+// MaxIdleWatchDelay. Once traffic slows, its watcher runs; when it has looked
+// for a full delay before a lease interrupts it, the connection was idle for
+// a full period and is not busy any more: its next idle period is watched
+// after IdleWatchDelay again, not after MaxIdleWatchDelay.
+func TestWatchThatLookedForAFullDelayGivesTheSocketItsBaseDelayBack(t *testing.T) {
+	c := newWatchedActor(t)
+	c.watchDelay.Store(int64(MaxIdleWatchDelay)) // busy until now: every watch was wasted
+	c.onWatchIdle()                              // idle: the timer is set and has seen the period
+	if !c.watchTimer.Stop() {
+		t.Fatal("the timer fired before the test could fire it")
+	}
+	// The lease that interrupts the watcher sets the socket's read deadline
+	// in the past; here it is set first, so that the watcher's peek returns
+	// at once.
+	c.nc.SetReadDeadline(aLongTimeAgo)
+	c.fireWatch() // a full delay into the period: the watcher looks, and is interrupted
+	if w := c.watch.Load(); w&watchStates != watchRunning {
+		t.Fatalf("watch word %#x after the firing: want the watcher to have looked", w)
+	}
+	c.watchFrom = c.watchFrom.Add(-2 * MaxIdleWatchDelay) // it began to look two delays ago
+	if err := c.stopWatch(); err != nil {                 // the lease that interrupted it
+		t.Fatalf("stopWatch after an interrupted watcher: %v", err)
+	}
+	if got := time.Duration(c.watchDelay.Load()); got != IdleWatchDelay {
+		t.Fatalf("after a watch of a full delay the socket's next idle period is watched after %v, want %v", got, IdleWatchDelay)
+	}
+}

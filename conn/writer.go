@@ -105,8 +105,16 @@ func (c *Actor) startWriter(req *http.Request, gzip bool, trace *httptrace.Clien
 		w.write()
 	} else {
 		w.async = true
-		c.lent.Add(1)     // the writer touches bw until it reports
-		c.opt.Go(w.write) // owned by the client's WaitGroup; ends when the request is written or the socket fails
+		c.lent.Add(1) // the writer touches bw until it reports
+		if c.opt.Home.Foreign(time.Now()) {
+			// The caller is in a testing/synctest bubble the client is not
+			// in: the writer reads the caller's body and reports on channels
+			// made here, all of that bubble's, and must be of it too; the
+			// client's WaitGroup must not be added to from inside it.
+			go w.write() // owned by the exchange, and by the bubble, which waits for it: ends as below
+		} else {
+			c.opt.Go(w.write) // owned by the client's WaitGroup; ends when the request is written or the socket fails
+		}
 	}
 	return w
 }

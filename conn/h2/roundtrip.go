@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -126,4 +127,113 @@ func (b *Body) finish(err error) {
 	if b.done != nil {
 		b.done.StreamEnded(err)
 	}
+}
+
+// Home is where RoundTripAt starts a foreign caller's stream, and reads its
+// body: the client's home goroutine (internal/wait's Home). Do runs f there
+// and reports false once home has ended; Chan returns a channel made there.
+type Home interface {
+	Do(f func()) bool
+	Chan() chan struct{}
+}
+
+// RoundTripAt is RoundTripBody for a caller in a testing/synctest bubble
+// that the connection is not in (internal/wait's Home.Foreign). The engine makes a
+// stream's channels on the goroutine that starts it, and its read loop,
+// outside the bubble, closes them: the stream is started from a goroutine of
+// home's instead, with a context of its own that the caller's context ends
+// (for the whole stream, body included, as in RoundTrip). The caller blocks
+// until the response head arrives, or the stream fails.
+func (c *Conn) RoundTripAt(home Home, req *http.Request, done Ender, b *Body) (*http.Response, error) {
+	if b == nil {
+		b = new(Body)
+	}
+	ctx := req.Context()
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx)) // its channel is made by the engine, at home
+	stop := context.AfterFunc(ctx, cancel)
+	end := &foreignEnd{done: done, stop: stop, cancel: cancel}
+	sreq := req.WithContext(sctx)
+	ready := home.Chan()
+	var resp *http.Response
+	var err error
+	started := home.Do(func() {
+		go func() { // owned by the caller, which waits for it below
+			resp, err = c.roundTrip(sreq, end, b)
+			close(ready)
+		}()
+	})
+	if started {
+		<-ready
+	} else {
+		resp, err = c.roundTrip(sreq, end, b) // home has ended with the client: the connection is closing
+	}
+	if err != nil {
+		end.over()
+		return nil, err
+	}
+	if resp.Request == sreq {
+		resp.Request = req
+	}
+	if resp.Body == b {
+		b.rc = &homeReader{rc: b.rc, home: home}
+	}
+	return resp, nil
+}
+
+// homeReader reads and closes a foreign stream's body on goroutines of
+// home's. The engine's body blocks in a sync.Cond until the read loop,
+// outside the caller's bubble, signals it, and its Close makes channels that
+// the stream's goroutines wait on: the runtime kills the process when a
+// goroutine outside a bubble wakes one of the bubble's, or uses a channel
+// made in it. The caller blocks on a channel of home's instead.
+type homeReader struct {
+	rc   io.ReadCloser
+	home Home
+}
+
+func (r *homeReader) Read(p []byte) (n int, err error) {
+	r.atHome(func() { n, err = r.rc.Read(p) })
+	return n, err
+}
+
+func (r *homeReader) Close() (err error) {
+	r.atHome(func() { err = r.rc.Close() })
+	return err
+}
+
+// atHome runs f on a goroutine of home's and waits for it; once home has
+// ended with the client (the stream is over), on this one.
+func (r *homeReader) atHome(f func()) {
+	ready := r.home.Chan()
+	started := r.home.Do(func() {
+		go func() { // owned by the caller, which waits for it below
+			f()
+			close(ready)
+		}()
+	})
+	if !started {
+		f()
+		return
+	}
+	<-ready
+}
+
+// foreignEnd is the Ender of a stream started by RoundTripAt: it lets the
+// caller's context go when the stream is over.
+type foreignEnd struct {
+	done   Ender
+	stop   func() bool
+	cancel context.CancelFunc
+}
+
+func (e *foreignEnd) StreamEnded(err error) {
+	e.over()
+	if e.done != nil {
+		e.done.StreamEnded(err)
+	}
+}
+
+func (e *foreignEnd) over() {
+	e.stop()
+	e.cancel()
 }

@@ -92,6 +92,27 @@ func (t *Ticket[T]) Ready() <-chan struct{} {
 	return t.ready
 }
 
+// ReadyAt is Ready for a waiter that is foreign to h (Home.Foreign): in a
+// testing/synctest bubble that the server side is not in. The channel is made
+// at home, so that the server side may close it; a channel the waiter made
+// would belong to its bubble, and closing it from outside kills the process.
+// It blocks only for the hand-over of that channel (Home.Chan).
+func (t *Ticket[T]) ReadyAt(h *Home) <-chan struct{} {
+	if t.Done() {
+		return closedCh
+	}
+	c := h.Chan()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state != waiting {
+		return closedCh
+	}
+	if t.ready == nil {
+		t.ready = c
+	}
+	return t.ready
+}
+
 // Done reports whether the ticket is decided (delivered, rejected or cancelled).
 func (t *Ticket[T]) Done() bool {
 	t.mu.Lock()
