@@ -61,6 +61,9 @@ func (s *Supervisor) compactRoutes(ctx actor.Context) {
 	s.holding = append(make([]holder, 0, 2*len(s.holding)), s.holding...) // same order: holdIdx stays right
 	s.peakRoutes = n
 	compactChildren(ctx)
+	if ctx == nil {
+		return // a test's supervisor, outside an actor system
+	}
 	if sys := ctx.ActorSystem(); s.cfg.Go != nil {
 		// Off the supervisor's Receive: a pass over the registry's 32,768
 		// shards takes milliseconds, each shard under its own lock.
@@ -133,7 +136,8 @@ func clearStoppedChild(ctx actor.Context) {
 // first actor a shard holds gives it a group of slots (about 300 bytes) that
 // it keeps once empty, and a shard that held more than eight grows a table.
 // After 20,000 routes used once and reclaimed, a process that started cold
-// kept 7 MB there; after 100,000, 13 MB. Each shard is rebuilt under its own
+// kept 7 MB there (net/http's Transport keeps 0.6 MB after the same: see
+// TestReclaimedRoutesLeaveNoMoreThanNetHTTP in package client). Each shard is rebuilt under its own
 // lock, the one every reader and writer of it takes (protoactor reaches the
 // maps only through them), so actors can be spawned, stopped and sent to
 // meanwhile, also in a system other clients share. It costs a lock, and a
