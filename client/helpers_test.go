@@ -9,7 +9,7 @@ package client
 // is tested end to end in files named for the behaviour: limits, policies,
 // reuse, failures, stale, desync, duplex, upgrade, expect_continue, gzip,
 // trace, tls, proxy, telemetry, endpoints, http2 (and http2_*), routes (many
-// routes, reclaimed).
+// routes, reclaimed), residue (what reclaimed routes leave, beside net/http).
 //
 // This file holds the helpers every test shares: the one way to make a client
 // (newClient), the one way to wait for a state no event announces (waitFor),
