@@ -155,31 +155,13 @@ type Route struct {
 	idle    []*connState          // LRU first, MRU last
 	waiters WaitQueue[*wait.Ticket[Lease], waiter]
 
-	// outbox holds idle HTTP/1.1 connections, or stream slots of one HTTP/2
-	// connection, that the route offers while nobody waits in its FIFO
-	// (route_outbox.go and route_outbox_h2.go have the rules). Only the route
-	// sends to it, inside Receive, and only while waiters is empty; callers
-	// receive from it without blocking (routeHandle.take), and a caller that
-	// receives an offer holds the connection, or the stream, as if the route
-	// had granted it, until its Released. The route takes offers back by
-	// receiving from it (takeBack) before a caller queues and before it
-	// closes, evicts or expires connections: what it gets back was free, what
-	// it cannot get back was leased. At most offerDepth idle connections, the
-	// most recently used, so that the others expire as idle ones do; stream
-	// slots up to its capacity, each counted as a stream in use.
+	// outbox holds idle HTTP/1.1 connections that the route offers while
+	// nobody waits in its FIFO (route_outbox.go has the rules).
 	outbox chan offer
 	// offered are the connections the route put in the outbox and has not
 	// taken back or heard from since: each is in the outbox or held by a
 	// caller (connState.offerIdx).
 	offered []*connState
-	// outboxH2 is the HTTP/2 connection whose stream slots the outbox holds
-	// (nil: it holds HTTP/1.1 connections, or nothing). The outbox never
-	// holds both kinds, nor the slots of two connections: so the route knows
-	// how many of a connection's slots are still in it (see offeredIdle).
-	outboxH2 *http2Conn
-	// h2Offered is the stream slots offered and not yet taken back or heard
-	// from, over every HTTP/2 connection (the sum of their offered).
-	h2Offered int
 	// offerLRU is the earliest idle time of the connections offered since the
 	// outbox was last taken back (unix nanos; 0 = none): with the idle list's
 	// head, what the route publishes as its least recently used idle
@@ -325,7 +307,6 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.handling = nil
-	r.retireOffered(ctx)
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()

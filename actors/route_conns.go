@@ -241,9 +241,6 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 	r.endpointClosed(cs)
 	delete(r.conns, cs.id)
 	delete(r.byPID, cs.pid.Id)
-	if h := r.h2[cs.id]; h != nil && r.outboxH2 == h {
-		r.outboxH2 = nil // its offers were taken back
-	}
 	delete(r.h2, cs.id)
 	if len(r.conns) == 0 {
 		r.spares.emptied = r.clock()

@@ -119,10 +119,9 @@ func (r *Route) awaitsSettings(h *http2Conn, st h2.Streams) bool {
 	return r.h2Limit == 0 && !st.Settings && !h.draining
 }
 
-// h2Room is how many more streams cs may be leased or offered: its limit
-// less the streams it carries and the slots it has on offer, and no more
-// than MaxRequestsPerConn allows (streams leased and offered count as
-// served). It is negative when the peer lowered its limit below what is
+// h2Room is how many more streams cs may be leased: its limit less the
+// streams it carries, and no more than MaxRequestsPerConn allows (streams
+// leased count as served). It is negative when the peer lowered its limit below what is
 // in use. A connection due for retirement (retireReason)
 // drains here, with streams in flight or not: the route leases it no new
 // stream and closes it after its last one (closeDrained). The connection
@@ -135,12 +134,12 @@ func (r *Route) h2Room(h *http2Conn, now time.Time) int {
 	if h.draining {
 		return 0
 	}
-	room := h.limit - h.inUse()
+	room := h.limit - h.streams
 	if r.awaitsSettings(h, st) {
-		room = min(room, 1-h.inUse())
+		room = min(room, 1-h.streams)
 	}
 	if limit := r.cfg.MaxRequestsPerConn; limit > 0 {
-		room = min(room, limit-h.cs.served-h.inUse())
+		room = min(room, limit-h.cs.served-h.streams)
 	}
 	return room
 }
@@ -206,9 +205,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // availableH2 hands the free streams of cs to waiters in arrival order, but
 // not to one that avoids cs (a replay after it refused the request: it waits
 // for another connection, wantH2Conns); a connection left without streams
-// becomes idle (or is closed for another route's room, or because it drains),
-// its slots still in the outbox taken back to be offered anew, or, with
-// slots held by callers, idle on offer (offeredIdleH2).
+// becomes idle (or is closed for another route's room, or because it drains).
 func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	cs := h.cs
 	for r.h2Room(h, now) > 0 {
@@ -221,9 +218,6 @@ func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	if h.streams > 0 {
 		return // a request in flight is never cut
 	}
-	if h.offered > 0 && r.offeredIdleH2(h, now) {
-		return // a caller may hold a slot: the route takes them back before it closes it
-	}
 	if r.shed {
 		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it
 		return
@@ -233,15 +227,6 @@ func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	}
 	if h.draining {
 		r.closeDrained(ctx, h, now)
-		return
-	}
-	if cs.phase == phaseOffered { // its last offer came back: idle as it was
-		cs.phase = phaseIdle
-		if r.roomWanted {
-			r.closeConn(ctx, cs, route.ReasonEvicted)
-			return
-		}
-		r.insertIdle(cs)
 		return
 	}
 	r.idleOrClose(ctx, cs, now, r.roomWanted)
@@ -283,11 +268,7 @@ func (r *Route) closeDrained(ctx actor.Context, h *http2Conn, now time.Time) {
 // limit, as not sent).
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
 	if h := r.h2[m.ID]; h != nil { // dialed: only a dialed connection is known to speak HTTP/2
-		now := r.clock()
-		if h.offered > 0 && r.h2Room(h, now) < 0 {
-			r.takeBack()
-		}
-		r.availableH2(ctx, h, now)
+		r.availableH2(ctx, h, r.clock())
 	}
 }
 
@@ -299,9 +280,6 @@ func (r *Route) onDrainStarted(ctx actor.Context, m *conn.DrainStarted) {
 	if h == nil {
 		return
 	}
-	if h.offered > 0 {
-		r.takeBack() // no caller takes a slot of it from now on
-	}
 	h.draining = true
 	if h.streams == 0 {
 		r.closeConn(ctx, h.cs, m.Reason)
@@ -310,9 +288,6 @@ func (r *Route) onDrainStarted(ctx actor.Context, m *conn.DrainStarted) {
 
 func (r *Route) onH2Closed(ctx actor.Context, m *conn.H2Closed) {
 	if cs := r.conns[m.ID]; cs != nil {
-		if r.onOffer(cs) {
-			r.takeBack()
-		}
 		r.closeConn(ctx, cs, m.Reason)
 	}
 }

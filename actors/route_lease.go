@@ -58,7 +58,7 @@ func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 		return false
 	}
 	cs := r.freeNow(ctx, m)
-	if cs == nil && (len(r.offered) > 0 || r.h2Offered > 0) {
+	if cs == nil && len(r.offered) > 0 {
 		r.takeBack() // what is still on offer serves m rather than a later caller
 		cs = r.freeNow(ctx, m)
 	}
@@ -124,11 +124,7 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	if cs == nil {
 		return // closed meanwhile (client close)
 	}
-	if h, ok := cs.proto.(*http2Conn); ok {
-		if m.Offered {
-			r.heardH2(h) // a slot taken from the outbox: a leased stream, counted now if not yet
-		}
-	} else if cs.phase == phaseOffered {
+	if cs.phase == phaseOffered {
 		r.unoffer(cs)
 		r.taken(cs) // taken from the outbox: its lease is counted now
 	}

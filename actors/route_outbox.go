@@ -13,9 +13,8 @@ import (
 )
 
 // The route's outbox: the one way state leaves a route's Receive without a
-// reply. A route that has idle HTTP/1.1 connections, or an HTTP/2
-// connection with free streams, and nobody waiting in its FIFO offers some
-// of them in a buffered channel, and a caller's lease takes one with a
+// reply. A route that has idle HTTP/1.1 connections and nobody waiting in
+// its FIFO offers some of them in a buffered channel, and a caller's lease takes one with a
 // non-blocking receive, without a message to the route: an uncontended
 // request then costs the route one message (its Released), not two. The
 // rules:
@@ -38,10 +37,10 @@ import (
 //     closes, evicts or expires idle connections, or stops.
 //  5. Releases stay messages.
 //
-// HTTP/2 offers follow the same rules, for stream slots (route_outbox_h2.go):
-// each offer is one stream of one connection, counted as in use from the
-// moment it is offered, so that every stream limit holds for what callers
-// may take.
+// HTTP/2 streams are never on offer: a stream lease is a LeaseRequest. The
+// message it saves cost the route 0.5-2 us of CPU on requests that cost
+// 25-140 us, within the end-to-end benchmarks' noise, and a stream taken
+// without a message was missing from Stats until the route heard of it.
 //
 // At most offerDepth HTTP/1.1 connections are offered, the most recently
 // used idle ones: if every idle connection were offered, callers would take
@@ -51,32 +50,24 @@ import (
 // idle list, only those few rotate; the others stay on the idle list in LRU
 // order and expire, or are evicted, as before.
 
-// offerDepth is the outbox's capacity: how many idle connections, or stream
-// slots, a route offers at most (fewer when MaxConnsPerRoute is lower).
-// Every Released runs the route and refills the outbox; a lease that finds
-// it empty meanwhile sends a LeaseRequest, which the idle list or a free
-// stream serves as fast, only with a message more. For stream slots, 16 did
-// no better than 4, in BenchmarkStreamLeaseRelease (64 callers took an offer
-// for 0.88 to 0.99 of their leases with either) and in connbench's HTTP/2
-// cells (BENCHMARKS.md), and would have quadrupled every route's outbox.
+// offerDepth is the outbox's capacity: how many idle connections a route
+// offers at most (fewer when MaxConnsPerRoute is lower). Every Released runs
+// the route and refills the outbox; a lease that finds it empty meanwhile
+// sends a LeaseRequest, which the idle list serves as fast, only with a
+// message more.
 const offerDepth = 4
 
 // outboxDepth is the capacity of route k's outbox: offerDepth, or fewer for
-// a route that may hold fewer HTTP/1.1 connections; a route that may speak
-// HTTP/2 offers stream slots, which one connection may hold offerDepth of.
+// a route that may hold fewer connections.
 func outboxDepth(k route.Key, cfg *RouteConfig) int {
-	if possible, _ := h2Possible(k, cfg); possible {
-		return offerDepth
-	}
 	return max(1, min(offerDepth, cfg.MaxConnsPerRoute))
 }
 
-// offer is an idle HTTP/1.1 connection, or a stream slot of an HTTP/2
-// connection (conn.h2 set), in a route's outbox: a value, never changed once
-// sent.
+// offer is an idle HTTP/1.1 connection in a route's outbox: a value, never
+// changed once sent.
 type offer struct {
 	conn      *connRef
-	idleSince time.Time // zero for a slot of an HTTP/2 connection that carries streams
+	idleSince time.Time
 	// until is when the route retires the connection if it is still idle
 	// then (MaxIdleTime, the server's Keep-Alive timeout, the learned idle
 	// timeout, MaxLifetime; zero: never). A caller that takes the offer at
@@ -108,8 +99,7 @@ func (c *connRef) lease(reused bool, idle time.Duration) Lease {
 // the caller's request started (or later). It reports false, with nothing
 // taken, when the outbox is empty, or when the offer it took was past its
 // due time: it declines that one (OfferDeclined), and the caller leases
-// another way (the route may offer the slot of a busy HTTP/2 connection
-// again, which a caller ahead of the route's clock would decline forever).
+// another way.
 func (h *routeHandle) take(now time.Time) (Lease, bool) {
 	var o offer
 	select {
@@ -130,8 +120,7 @@ func (h *routeHandle) take(now time.Time) (Lease, bool) {
 	return l, true
 }
 
-// refill puts stream slots of an HTTP/2 connection (refillH2), or else idle
-// HTTP/1.1 connections, most recently used first, in the outbox, while it
+// refill puts idle HTTP/1.1 connections, most recently used first, in the outbox, while it
 // has room, nobody waits in the FIFO and the route may keep connections idle
 // (it is not closing, and no room is wanted of it). Only connections that
 // have served a request are offered (a new one is for a waiter, fresh or
@@ -140,9 +129,6 @@ func (h *routeHandle) take(now time.Time) (Lease, bool) {
 func (r *Route) refill() {
 	if r.outbox == nil || r.waiters.Len() > 0 || r.closed || r.roomWanted || r.shed || len(r.outbox) == cap(r.outbox) {
 		return
-	}
-	if len(r.h2) > 0 && r.refillH2() {
-		return // the outbox holds stream slots: no HTTP/1.1 offer beside them
 	}
 	for i := len(r.idle) - 1; i >= 0 && len(r.outbox) < cap(r.outbox); i-- {
 		cs := r.idle[i]
@@ -163,12 +149,11 @@ func (r *Route) refill() {
 }
 
 // takeBack empties the outbox: each offer it gets back goes back on the idle
-// list, in its place by idle time (a stream slot is free again); every other
-// connection on offer was taken by a caller and is leased from now on
-// (taken; takenH2 for slots). Called before a caller queues, and before the
+// list, in its place by idle time; every other connection on offer was
+// taken by a caller and is leased from now on (taken). Called before a caller queues, and before the
 // route closes, evicts or expires connections.
 func (r *Route) takeBack() {
-	if len(r.offered) == 0 && r.h2Offered == 0 {
+	if len(r.offered) == 0 {
 		return
 	}
 	r.offerLRU = 0
@@ -182,13 +167,7 @@ func (r *Route) takeBack() {
 			}
 			clear(r.offered)
 			r.offered = r.offered[:0]
-			r.takenH2()
 			return
-		}
-		if o.conn.h2 != nil {
-			r.h2[o.conn.id].offered-- // a stream slot back: free again
-			r.h2Offered--
-			continue
 		}
 		cs := r.conns[o.conn.id]
 		r.unoffer(cs)
@@ -259,19 +238,6 @@ func (r *Route) insertIdle(cs *connState) {
 // reason it was due then.
 func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 	cs := r.conns[m.ConnID]
-	if h, ok := r.h2[m.ConnID]; ok {
-		r.giveBackH2(ctx, h)
-		if h.streams > 0 {
-			return // it carries streams: not idle, not due
-		}
-		if reason, dead := r.expired(cs, m.At); dead {
-			r.takeBack() // its other slots: no caller takes them from now on
-			if cs.idleIdx >= 0 {
-				r.closeConn(ctx, cs, reason) // unless a caller took one meanwhile
-			}
-		}
-		return
-	}
 	if cs == nil { // a take-back counted it taken before its connection closed (see countOffer)
 		r.countOffer(false)
 		return
@@ -309,10 +275,6 @@ func (r *Route) unlease(cs *connState) bool {
 // can take it, or back on the idle list as it was (idle since it was last
 // used).
 func (r *Route) offerBack(ctx actor.Context, cs *connState) {
-	if h, ok := cs.proto.(*http2Conn); ok {
-		r.giveBackH2(ctx, h)
-		return
-	}
 	if !r.unlease(cs) || r.drained(ctx, cs) {
 		return
 	}
@@ -327,3 +289,21 @@ func (r *Route) offerBack(ctx actor.Context, cs *connState) {
 	}
 	r.insertIdle(cs)
 }
+
+// offeredIdleSince keeps the earliest idle time of what is on offer (the
+// route publishes it as its least recently used idle connection, with the
+// idle list's head).
+func (r *Route) offeredIdleSince(t time.Time) {
+	if since := t.UnixNano(); r.offerLRU == 0 || since < r.offerLRU {
+		r.offerLRU = since
+	}
+}
+
+// onOffer reports whether cs is on offer: in the outbox, or held by a caller
+// the route has not heard from. The route takes offers back before it closes
+// such a connection.
+func (r *Route) onOffer(cs *connState) bool { return cs.phase == phaseOffered }
+
+// offeredIdle is how many connections on offer are idle: those still in the
+// outbox.
+func (r *Route) offeredIdle() int { return len(r.outbox) }

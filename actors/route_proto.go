@@ -99,18 +99,9 @@ type http2Conn struct {
 	cs       *connState
 	conn     *h2.Conn
 	limit    int  // streams the connection takes (its peer's and the local cap)
-	streams  int  // streams leased (granted, or offered and known taken)
+	streams  int  // streams leased
 	draining bool // takes no new stream; closes when its last one ends
-	// offered is its stream slots in the outbox or taken by callers the route
-	// has not heard from (route_outbox_h2.go); taken is those a take-back
-	// found taken, counted in streams, whose Released has not come yet. Both
-	// count against its limit as streams do.
-	offered, taken int
 }
-
-// inUse is the streams the connection carries or may carry without the
-// route's leave: leased and offered.
-func (h *http2Conn) inUse() int { return h.streams + h.offered }
 
 func (h *http2Conn) granted(r *Route, cs *connState) {
 	h.streams++
