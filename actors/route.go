@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,37 +94,6 @@ type routePublished struct {
 	Reclaimed atomic.Bool
 }
 
-type connPhase uint8
-
-const (
-	phaseDialing connPhase = iota
-	phaseIdle
-	phaseLeased
-	phaseOffered // in the outbox, or taken from it by a caller the route has not heard from
-)
-
-// connState is the route's record of one connection actor.
-type connState struct {
-	// connRef is what a lease holder needs of the connection: its ID and
-	// actor from the start, its inbox, socket and TLS state from its dial on,
-	// never changed after, so that an offer carries a pointer to it.
-	connRef
-	phase     connPhase
-	created   time.Time
-	idleSince time.Time
-	idleUntil time.Time     // server's Keep-Alive cap; zero = none
-	leasedAt  time.Time     // when the current lease was granted (Stats: oldest unreleased lease)
-	lastIdle  time.Duration // how long it was idle before the current lease
-	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
-	served    int
-	idleIdx   int            // position in route.idle while idle
-	offerIdx  int            // position in route.offered while offered
-	dial      DialTiming     // reported with the first lease only
-	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
-	ep        *endpoint      // its address in the route's endpoint set (nil: none)
-	peer      netip.AddrPort // the address it reached (Dialed.Peer)
-}
-
 // Route is a route actor: it owns the connections of one route, their idle list
 // (least recently used first) and the FIFO of waiting callers, and enforces
 // MaxConnsPerRoute. It never blocks: dials and I/O happen in connection actors.
@@ -155,19 +123,7 @@ type Route struct {
 	idle    []*connState          // LRU first, MRU last
 	waiters WaitQueue[*wait.Ticket[Lease], waiter]
 
-	// outbox holds idle HTTP/1.1 connections that the route offers while
-	// nobody waits in its FIFO (route_outbox.go has the rules).
-	outbox chan offer
-	// offered are the connections the route put in the outbox and has not
-	// taken back or heard from since: each is in the outbox or held by a
-	// caller (connState.offerIdx).
-	offered []*connState
-	// offerLRU is the earliest idle time of the connections offered since the
-	// outbox was last taken back (unix nanos; 0 = none): with the idle list's
-	// head, what the route publishes as its least recently used idle
-	// connection (an offer taken since makes it look older than it is, until
-	// the next take-back, at the latest the next expiry tick).
-	offerLRU int64
+	out outbox // what the route offers without a message (route_outbox.go)
 
 	spares spareConns // connection actors without a socket (route_conns.go)
 
@@ -220,7 +176,7 @@ type queuedAt struct {
 // made of parts.
 func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer {
 	return func() actor.Actor {
-		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, outbox: parts.outbox,
+		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, out: outbox{ch: parts.outbox},
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)

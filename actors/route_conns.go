@@ -96,12 +96,11 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 		r.dialFailed(ctx, cs, m)
 		return
 	}
-	r.dialing--
+	r.dialed(cs) // free: available decides where it goes
 	if r.breaker.dialSucceeded() || r.dialsFailing {
 		r.dialsFailing = false
 		r.cfg.Logger.Info("connactor: dials to route succeed again", "route", r.name)
 	}
-	cs.phase = phaseIdle // not on the idle list yet: available decides
 	r.endpointDialed(cs, m)
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	cs.netConn, cs.tlsState, cs.inbox = m.NetConn, m.TLSState, m.Inbox
@@ -109,7 +108,7 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	if m.H2 != nil { // the protocol is decided here, once
 		h := &http2Conn{cs: cs, conn: m.H2}
 		cs.proto, r.h2[cs.id], r.proto, cs.connRef.h2 = h, h, protoH2, m.H2
-		r.refreshH2(h)
+		r.learnH2Limit(h)
 	}
 	r.opened++
 	r.tel.ConnOpened(r.name, cs.id, cs.peer, m.Took)
@@ -171,7 +170,7 @@ func (r *Route) dialFailed(ctx actor.Context, cs *connState, m *conn.Dialed) {
 
 func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	cs := r.conns[m.ID]
-	if cs != nil && r.onOffer(cs) {
+	if cs != nil && cs.phase == phaseOffered {
 		r.takeBack() // idle again if it comes back, leased if a caller took it
 	}
 	if cs == nil || cs.phase != phaseIdle {
@@ -207,27 +206,32 @@ func (r *Route) onEvictIdle(ctx actor.Context) {
 
 // closeConn closes a connection's socket now (CloseNow does not block),
 // recycles or stops its actor (see spareConns) and tells the supervisor the
-// place is free.
+// place is free: the transition that ends the route's record of it. A
+// connection on offer is taken back first (takeBack): if a caller took it,
+// the caller's exchange finds the socket closed.
 func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseReason) {
-	if r.onOffer(cs) {
-		// A caller may hold it: the route takes offers back first (takeBack).
-		panic("actors: internal error: closing a connection on offer")
-	}
-	if cs.idleIdx >= 0 {
-		r.removeIdle(cs)
-	}
-	if cs.phase == phaseDialing {
+	switch {
+	case cs.phase == phaseClosed:
+		panic("actors: internal error: connection closed twice")
+	case cs.phase == phaseOffered:
+		r.takeBack()
+	case cs.phase == phaseDialing:
 		r.dialing--
 		if r.dialing < 0 {
 			panic("actors: internal error: negative dial count")
 		}
 	}
+	if cs.idleIdx >= 0 {
+		r.removeIdle(cs)
+	}
+	spare := r.keepsSpare(cs, reason)
+	cs.phase = phaseClosed
 	// The socket closes now (nil while dialing: nothing to close).
 	conn.CloseNow(cs.netConn)
 	if !r.closed { // when the route stops, protoactor stops its children itself
 		// An actor that failed (route.ReasonError: its Terminated, or a Released
 		// that says so) is stopped, never recycled.
-		if r.keepsSpare(cs, reason) {
+		if spare {
 			r.spares.add(cs.pid)
 			// The inline mailbox may run the recycle here, and it waits
 			// for a running idle watcher: only for its peek to return,
@@ -262,9 +266,6 @@ func (r *Route) closeConn(ctx actor.Context, cs *connState, reason route.CloseRe
 // or that stopped itself instead of being recycled (RecycleRequest).
 func (r *Route) onTerminated(ctx actor.Context, m *actor.Terminated) {
 	if cs := r.byPID[m.Who.Id]; cs != nil {
-		if r.onOffer(cs) {
-			r.takeBack()
-		}
 		r.closeConn(ctx, cs, route.ReasonError) // never recycled: it stopped
 		return
 	}
