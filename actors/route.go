@@ -98,12 +98,21 @@ type routePublished struct {
 // (least recently used first) and the FIFO of waiting callers, and enforces
 // MaxConnsPerRoute. It never blocks: dials and I/O happen in connection actors.
 type Route struct {
-	key  route.Key
-	name string
-	cfg  *RouteConfig
-	sup  *actor.PID
-	pub  *routePublished
-	mb   *mailbox.Mailbox // the route's own (routeParts); closed when it stops
+	// Set when the route starts, never changed after.
+	key        route.Key
+	name       string
+	cfg        *RouteConfig
+	sup        *actor.PID
+	self       *actor.PID
+	pub        *routePublished  // what the route publishes for readers outside it (publish)
+	mb         *mailbox.Mailbox // the route's own (routeParts); closed when it stops
+	tel        *telemetry.Route
+	permitReq  *PermitRequest // sent for every permit it asks for: never changed, only read by the supervisor
+	h2Possible bool           // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
+	strict     bool           // HTTP2Config.StrictMaxConcurrentRequests
+
+	// The message being handled.
+	now time.Time // its time (clock); zero until asked
 	// handling is the request (LeaseRequest, RouteStatsRequest,
 	// CloseIdleRequest) the route is handling: answered at once, unless the
 	// route failed while handling it, in which case its Stopping answers it
@@ -112,53 +121,52 @@ type Route struct {
 	// which holds the request, its response and its connection.
 	handling mailbox.Undeliverable
 
-	self *actor.PID
-	// permitReq is the route's PermitRequest, sent for every permit it asks
-	// for: its content never changes, and the supervisor only reads it.
-	permitReq *PermitRequest
+	// Connections: each one's state changes only in its transitions
+	// (route_connstate.go).
+	conns  map[uint64]*connState
+	byPID  map[string]*connState
+	h2     map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID (their events name them)
+	idle   []*connState          // LRU first, MRU last
+	out    outbox                // what the route offers without a message (route_outbox.go)
+	spares spareConns            // connection actors without a socket (route_spares.go)
+	nextID uint64
+	proto  proto // what the route's dials give
+	// h2Limit is the stream limit the route's server last announced
+	// (SETTINGS; 0 = none yet): a new connection's until its own arrive.
+	h2Limit int
 
-	conns   map[uint64]*connState
-	byPID   map[string]*connState
-	h2      map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID
-	idle    []*connState          // LRU first, MRU last
-	waiters WaitQueue[*wait.Ticket[Lease], waiter]
+	// Callers: the FIFO of those who wait (route_wait.go).
+	waiters      WaitQueue[*wait.Ticket[Lease], waiter]
+	freshWaiters int      // waiters that take only a connection that has served nothing
+	longWait     longWait // the long-wait warning's timer
 
-	out outbox // what the route offers without a message (route_outbox.go)
-
-	spares spareConns // connection actors without a socket (route_conns.go)
-
+	// Growth: permits asked of the supervisor and dials (route_dial.go).
 	dialing, permitsPending int
-	withdrawing             int // permits asked back (PermitWithdrawRequest), not yet answered
-	nextID                  uint64
-	closed                  bool
-	freshWaiters            int
-	roomWanted              bool // the supervisor wants freed connections closed (RoomWanted)
-	shed                    bool // ... even when own waiters wait: above the fleet share
-	h2Possible              bool // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
-	proto                   proto
-	h2Limit                 int  // the stream limit the server last announced (SETTINGS); 0 = none yet
-	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
+	withdrawing             int  // permits asked back (PermitWithdrawRequest), not yet answered
 	dialsFailing            bool // the last dial failed; logged once per change
+	breaker                 breaker
+	eps                     routeEndpoints // the host's addresses (route_endpoints.go)
 
-	breaker  breaker
-	learner  idleLearner
-	eps      routeEndpoints // the host's addresses (route_endpoints.go)
-	longWait longWait       // the long-wait warning's timer (route_wait.go)
+	// What the supervisor and the client want of the route.
+	closed     bool // the route stops: it refuses leases
+	roomWanted bool // the supervisor wants freed connections closed (RoomWanted)
+	shed       bool // ... even when own waiters wait: above the fleet share
 	// unusedSince is when the route last became unused (zero while in use;
 	// route_reclaim.go).
 	unusedSince time.Time
 
-	now time.Time // the current message's time (clock); zero until asked
+	// Policies the route holds, fed by its messages.
+	learner idleLearner // the server's idle timeout, learned from its closes (policy.go)
 
+	// Statistics (route_stats.go). The lease counters are written by the
+	// transitions only (toLeased, toFree).
 	opened, closedN, leases, reuses uint64
 	offeredN                        uint64 // leases taken from the outbox
 	dialFailures, leaseTimeouts     uint64
 	queueFull                       uint64 // callers refused with ErrQueueFull
 	closedBy                        map[string]uint64
-
-	tel          *telemetry.Route
-	recentCloses ring[route.ClosedConn]
-	recentWaits  ring[route.Wait]
+	recentCloses                    ring[route.ClosedConn]
+	recentWaits                     ring[route.Wait]
 }
 
 // waiter is a queued LeaseRequest with when and where it queued.
@@ -319,7 +327,6 @@ func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
 	r.stopLongWait()
-	r.takeBack() // offers taken are leased, and closed with the others
 	if r.handling != nil {
 		r.handling.Undelivered()
 		r.handling = nil

@@ -1,8 +1,15 @@
 package actors
 
 import (
+	"crypto/tls"
+	"net"
 	"net/netip"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/conn/h2"
+	"github.com/connactor/connactor/internal/mailbox"
 )
 
 // A connection's state on its route, and the transitions that change it.
@@ -164,4 +171,25 @@ func (r *Route) removeIdle(cs *connState) {
 		r.idle[j].idleIdx = j
 	}
 	cs.idleIdx = -1
+}
+
+// connRef is what a lease holder needs of a connection: part of the route's
+// record of it (embedded in connState), written once when it is dialed and
+// never changed afterwards, so that offers carry a pointer to it.
+type connRef struct {
+	id       uint64
+	pid      *actor.PID
+	inbox    *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
+	netConn  net.Conn
+	tlsState *tls.ConnectionState
+	h2       *h2.Conn // an HTTP/2 connection's engine (conn.Dialed.H2); nil for HTTP/1.1
+}
+
+// lease builds every Lease: terms (Reused, IdleTime, Waited, QueuePos, Dial,
+// Offered) with the connection's part filled in. A granted lease
+// (Route.grant) and an offer taken (routeHandle.take) are built here.
+func (c *connRef) lease(terms Lease) Lease {
+	terms.ConnID, terms.Conn, terms.Inbox = c.id, c.pid, c.inbox
+	terms.NetConn, terms.TLSState, terms.H2 = c.netConn, c.tlsState, c.h2
+	return terms
 }

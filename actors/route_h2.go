@@ -189,11 +189,11 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	cs := h.cs
 	for r.h2Room(h, now) > 0 {
-		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return w.req.Avoid != cs.id })
+		w, q, ok := r.nextWaiter(func(w waiter) bool { return w.req.Avoid != cs.id })
 		if !ok {
 			break
 		}
-		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
+		r.grant(w, cs, q) // a waiter that gave up takes nothing: the next one is tried
 	}
 	if h.n > 0 {
 		return // a request in flight is never cut

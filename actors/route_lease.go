@@ -25,25 +25,53 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if r.leaseNow(ctx, m) {
 		return
 	}
-	// A caller that would wait for a dial fails at once while dials keep
-	// failing (connections the route still has serve as usual).
+	if err := r.admit(); err != nil {
+		m.Ticket.Reject(err)
+		return
+	}
+	r.enqueue(ctx, m)
+}
+
+// admit decides whether a caller that cannot be leased a connection at once
+// may wait for one: nil, or the error it is refused with. This is where the
+// route's limits on waiting are decided, and where an adaptive limit would
+// decide too. A caller that would wait for a dial fails at once while dials
+// keep failing (connections the route still has serve as usual); one more
+// than MaxPendingPerRoute is refused.
+func (r *Route) admit() error {
 	if !r.breaker.allow(r.clock()) {
 		r.tel.LeaseRejected("route_unavailable")
-		m.Ticket.Reject(ErrRouteUnavailable)
-		return
+		return ErrRouteUnavailable
 	}
 	if max := r.cfg.MaxPendingPerRoute; max > 0 && r.waiters.Len() >= max {
 		r.queueFull++
 		r.tel.LeaseRejected("queue_full")
-		m.Ticket.Reject(ErrQueueFull)
-		return
+		return ErrQueueFull
 	}
+	return nil
+}
+
+// enqueue puts m at the tail of the FIFO. Waiters leave it served in arrival
+// order (nextWaiter), or when they give up (onLeaseCancelled), or when the
+// route fails them (dialFailed, onStopping).
+func (r *Route) enqueue(ctx actor.Context, m *LeaseRequest) {
 	r.takeBack() // no caller queues while an offer waits in the outbox
 	r.waiters.Push(m.Ticket, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
 	if m.Fresh {
 		r.freshWaiters++
 	}
 	r.armLongWait(ctx)
+}
+
+// nextWaiter takes the oldest waiter that can take a connection (can) out
+// of the FIFO, with when and where it had queued: the one place waiters are
+// served from, in arrival order.
+func (r *Route) nextWaiter(can func(waiter) bool) (*LeaseRequest, queuedAt, bool) {
+	_, w, ok := r.waiters.TakeFirst(can)
+	if !ok {
+		return nil, queuedAt{}, false
+	}
+	return w.req, r.dequeued(w), true
 }
 
 // leaseNow grants m a free stream or an idle connection, and reports
@@ -126,7 +154,20 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	if cs.phase != phaseLeased {
 		return
 	}
+	r.exchangeEnded(cs, m)
 	cs.proto.released(ctx, r, cs, m)
+}
+
+// exchangeEnded records what an exchange on cs says of its connection and
+// its server: one more request served, and, for a connection that turned
+// out closed by the server when it was leased (Stale), the idle time the
+// server closed it within (idleLearner). Per-connection and per-endpoint
+// outcomes are recorded here.
+func (r *Route) exchangeEnded(cs *connState, m *Released) {
+	cs.served++
+	if m.Stale {
+		r.learner.serverClosed(cs.lastIdle, r.clock())
+	}
 }
 
 // available hands a connection that just came free (released, given back

@@ -1,14 +1,10 @@
 package actors
 
 import (
-	"crypto/tls"
-	"net"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/conn/h2"
-	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
 
@@ -121,48 +117,6 @@ func (o *outbox) full() bool { return len(o.ch) == cap(o.ch) }
 
 // idle is how many connections on offer are idle: those still in ch.
 func (o *outbox) idle() int { return len(o.ch) }
-
-// connRef is what a lease holder needs of a connection: part of the route's
-// record of it (embedded in connState), written once when it is dialed and
-// never changed afterwards, so that offers carry a pointer to it.
-type connRef struct {
-	id       uint64
-	pid      *actor.PID
-	inbox    *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
-	netConn  net.Conn
-	tlsState *tls.ConnectionState
-	h2       *h2.Conn // an HTTP/2 connection's engine (conn.Dialed.H2); nil for HTTP/1.1
-}
-
-// lease builds every Lease: terms (Reused, IdleTime, Waited, QueuePos, Dial,
-// Offered) with the connection's part filled in. A granted lease
-// (Route.grant) and an offer taken (routeHandle.take) are built here.
-func (c *connRef) lease(terms Lease) Lease {
-	terms.ConnID, terms.Conn, terms.Inbox = c.id, c.pid, c.inbox
-	terms.NetConn, terms.TLSState, terms.H2 = c.netConn, c.tlsState, c.h2
-	return terms
-}
-
-// take receives an offer from the route's outbox, if one is there, without
-// blocking: on an empty outbox it is a load, and takes no lock. now is when
-// the caller's request started (or later). It reports false, with nothing
-// taken, when the outbox is empty, or when the offer it took was past its
-// due time: it declines that one (OfferDeclined), and the caller leases
-// another way.
-func (h *routeHandle) take(now time.Time) (Lease, bool) {
-	var o offer
-	select {
-	case o = <-h.outbox:
-	default:
-		return Lease{}, false
-	}
-	if !o.until.IsZero() && !now.Before(o.until) {
-		h.post(&OfferDeclined{ConnID: o.conn.id, At: now})
-		return Lease{}, false
-	}
-	// now is the call's start, which may predate the offer.
-	return o.conn.lease(Lease{Reused: true, IdleTime: max(0, now.Sub(o.idleSince)), Offered: true}), true
-}
 
 // refill offers idle HTTP/1.1 connections, most recently used first, while
 // the outbox has room, nobody waits in the FIFO and the route may keep

@@ -47,11 +47,7 @@ func (http1Conn) streams() int         { return 0 }
 // reusable, or else makes it available (which retires it if it must: its
 // lifetime, MaxRequestsPerConn), with the idle cap the server announced.
 func (http1Conn) released(ctx actor.Context, r *Route, cs *connState, m *Released) {
-	cs.served++
 	now := r.clock()
-	if m.Stale {
-		r.learner.serverClosed(cs.lastIdle, now) // the server closed it within that idle time
-	}
 	switch {
 	case m.Failed:
 		r.closeConn(ctx, cs, route.ReasonError) // as onTerminated, if it came first, would
@@ -78,11 +74,11 @@ func (http1Conn) available(ctx actor.Context, r *Route, cs *connState, now time.
 	}
 	fresh := cs.served == 0
 	for {
-		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh })
+		w, q, ok := r.nextWaiter(func(w waiter) bool { return fresh || !w.req.Fresh })
 		if !ok {
 			break
 		}
-		if r.grant(w.req, cs, r.dequeued(w)) {
+		if r.grant(w, cs, q) {
 			return
 		}
 	}
@@ -112,7 +108,6 @@ func (h *http2Conn) streams() int         { return h.n }
 
 func (h *http2Conn) released(ctx actor.Context, r *Route, _ *connState, _ *Released) {
 	h.n--
-	h.cs.served++
 	r.availableH2(ctx, h, r.clock())
 }
 
