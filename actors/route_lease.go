@@ -124,10 +124,10 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 	if l, ok := m.Ticket.Returned(); ok {
 		switch cs := r.conns[l.ConnID]; {
 		case l.Offered:
-			r.offerBack(ctx, cs) // taken from the outbox, given back untouched
+			r.offerGivenBack(ctx, cs) // taken from the outbox, given back untouched
 		case cs != nil && cs.phase == phaseLeased:
 			// Untouched: it goes back as it was, keeping its idle caps.
-			cs.proto.givenBack(cs)
+			cs.proto.ungrant(cs)
 			r.available(ctx, cs, r.clock())
 		}
 	}

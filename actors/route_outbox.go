@@ -192,11 +192,11 @@ func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 	r.closeConn(ctx, cs, reason)
 }
 
-// offerBack takes back a connection a caller took from the outbox and gave
+// offerGivenBack takes back a connection a caller took from the outbox and gave
 // back unused (its request was given up before anything was written):
 // closed if it must retire, to the oldest waiter that can take it, or back
 // on the idle list as it was (idle since it was last used).
-func (r *Route) offerBack(ctx actor.Context, cs *connState) {
+func (r *Route) offerGivenBack(ctx actor.Context, cs *connState) {
 	if !r.toFree(cs) {
 		return
 	}

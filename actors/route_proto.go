@@ -17,8 +17,8 @@ import (
 type connProto interface {
 	// granted records a lease of cs (for HTTP/2, one more stream on it).
 	granted(cs *connState)
-	// givenBack undoes granted, for a lease its caller gave up untouched.
-	givenBack(cs *connState)
+	// ungrant undoes granted, for a lease its caller gave back untouched.
+	ungrant(cs *connState)
 	// released handles the lease holder's Released of cs.
 	released(ctx actor.Context, r *Route, cs *connState, m *Released)
 	// available hands cs, free again (released, given back or dialed), to
@@ -38,10 +38,10 @@ type connProto interface {
 // while idle its connection actor watches the socket.
 type http1Conn struct{}
 
-func (http1Conn) granted(*connState)   {}
-func (http1Conn) givenBack(*connState) {}
-func (http1Conn) exclusive() bool      { return true }
-func (http1Conn) streams() int         { return 0 }
+func (http1Conn) granted(*connState) {}
+func (http1Conn) ungrant(*connState) {}
+func (http1Conn) exclusive() bool    { return true }
+func (http1Conn) streams() int       { return 0 }
 
 // released closes the connection when the exchange failed or left it not
 // reusable, or else makes it available (which retires it if it must: its
@@ -101,10 +101,10 @@ type http2Conn struct {
 	draining bool
 }
 
-func (h *http2Conn) granted(*connState)   { h.n++ }
-func (h *http2Conn) givenBack(*connState) { h.n-- }
-func (h *http2Conn) exclusive() bool      { return false }
-func (h *http2Conn) streams() int         { return h.n }
+func (h *http2Conn) granted(*connState) { h.n++ }
+func (h *http2Conn) ungrant(*connState) { h.n-- }
+func (h *http2Conn) exclusive() bool    { return false }
+func (h *http2Conn) streams() int       { return h.n }
 
 func (h *http2Conn) released(ctx actor.Context, r *Route, _ *connState, _ *Released) {
 	h.n--
