@@ -123,12 +123,9 @@
 //     gauges); a decision taken on them is checked again by message.
 //   - A connection's socket reader and writer are lent to a response body or
 //     a request writer between an exchange's answer and its end (see conn).
-//   - The route's outbox (Route.outbox, route_outbox.go, where its rules are
-//     written) is a buffered channel that only the route sends to, inside
-//     its Receive, and only while no caller waits in its FIFO: it offers idle
-//     HTTP/1.1 connections, at most offerDepth, the most recently used.
-//     Taking an offer is receiving a message from the route. HTTP/2 streams
-//     are never on offer.
+//   - The route's outbox: a buffered channel that only the route sends to,
+//     holding a few idle HTTP/1.1 connections while nobody waits in its FIFO.
+//     Its rules are written once, on the outbox type (route_outbox.go).
 //
 // A wait selects on nothing but its own ticket, its request's context and its
 // timer: never on a channel that every waiter shares, whose lock each park
