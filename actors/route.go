@@ -123,14 +123,14 @@ type Route struct {
 
 	// Connections: each one's state changes only in its transitions
 	// (route_connstate.go).
-	conns  map[uint64]*connState
-	byPID  map[string]*connState
-	h2     map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID (their events name them)
-	idle   []*connState          // LRU first, MRU last
-	out    outbox                // what the route offers without a message (route_outbox.go)
-	spares spareConns            // connection actors without a socket (route_spares.go)
-	nextID uint64
-	proto  proto // what the route's dials give
+	conns     map[uint64]*connState
+	byPID     map[string]*connState
+	h2        map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID (their events name them)
+	idle      []*connState          // LRU first, MRU last
+	out       outbox                // what the route offers without a message (route_outbox.go)
+	spares    spareConns            // connection actors without a socket (route_spares.go)
+	nextID    uint64
+	dialProto dialProto // what the route's dials give
 	// h2Limit is the stream limit the route's server last announced
 	// (SETTINGS; 0 = none yet): a new connection's until its own arrive.
 	h2Limit int

@@ -83,7 +83,7 @@ func (r *Route) onPermit(ctx actor.Context) {
 	} else {
 		pid = ctx.Spawn(conn.DialProps(r.key, r.cfg.Conn, conn.DialRequest{ID: id, Life: r.dialLife(), To: to}))
 	}
-	cs := &connState{connRef: connRef{id: id, pid: pid}, phase: phaseDialing, created: r.clock(), idleIdx: -1, proto: http1Conn{},
+	cs := &connState{connRef: connRef{id: id, pid: pid}, phase: phaseDialing, created: r.clock(), idleIdx: -1, offerIdx: -1, proto: http1Conn{},
 		lifetime: jitteredLifetime(r.cfg.MaxLifetime, r.rand()), ep: ep}
 	r.conns[id] = cs
 	r.byPID[pid.Id] = cs
@@ -107,10 +107,10 @@ func (r *Route) onDialed(ctx actor.Context, m *conn.Dialed) {
 	r.endpointDialed(cs, m)
 	cs.dial = DialTiming{Took: m.Took, Connect: m.Connect, TLS: m.TLS}
 	cs.netConn, cs.tlsState, cs.inbox = m.NetConn, m.TLSState, m.Inbox
-	r.proto = protoH1
+	r.dialProto = protoH1
 	if m.H2 != nil { // the protocol is decided here, once
 		h := &http2Conn{cs: cs, conn: m.H2}
-		cs.proto, r.h2[cs.id], r.proto, cs.connRef.h2 = h, h, protoH2, m.H2
+		cs.proto, r.h2[cs.id], r.dialProto, cs.connRef.h2 = h, h, protoH2, m.H2
 		r.learnH2Limit(h)
 	}
 	r.opened++

@@ -22,11 +22,11 @@ import (
 // dials one at a time too, so that a cold burst does not open a connection
 // per request (golang/go#39389).
 
-// proto is what the route's dials give.
-type proto uint8
+// dialProto is what the route's dials give: unknown until the first dial.
+type dialProto uint8
 
 const (
-	protoUnknown proto = iota
+	protoUnknown dialProto = iota
 	protoH1
 	protoH2
 )
@@ -50,14 +50,14 @@ func h2Possible(k route.Key, cfg *RouteConfig) (possible, strict bool) {
 // dialsH2 reports whether the route's next dial follows HTTP/2's rules (one
 // dial at a time, only when every connection is full).
 func (r *Route) dialsH2() bool {
-	return r.h2Possible && r.proto != protoH1
+	return r.h2Possible && r.dialProto != protoH1
 }
 
 // h2WithRoom returns the HTTP/2 connection with the most free streams, but
 // avoid; nil when none has room. Idle connections due for retirement are
 // closed as it meets them, as popIdle does.
 func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
-	if r.proto != protoH2 {
+	if r.dialProto != protoH2 {
 		return nil
 	}
 	now := r.clock()

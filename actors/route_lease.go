@@ -154,16 +154,16 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	if cs.phase != phaseLeased {
 		return
 	}
-	r.exchangeEnded(cs, m)
+	r.recordOutcome(cs, m)
 	cs.proto.released(ctx, r, cs, m)
 }
 
-// exchangeEnded records what an exchange on cs says of its connection and
+// recordOutcome records what an exchange on cs says of its connection and
 // its server: one more request served, and, for a connection that turned
 // out closed by the server when it was leased (Stale), the idle time the
 // server closed it within (idleLearner). Per-connection and per-endpoint
 // outcomes are recorded here.
-func (r *Route) exchangeEnded(cs *connState, m *Released) {
+func (r *Route) recordOutcome(cs *connState, m *Released) {
 	cs.served++
 	if m.Stale {
 		r.learner.serverClosed(cs.lastIdle, r.clock())

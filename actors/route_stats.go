@@ -28,7 +28,11 @@ func (r *Route) publish() {
 	if open := r.breaker.state == breakerOpen; p.FailFast.Load() != open {
 		p.FailFast.Store(open)
 	}
-	set64(&p.LearnedIdle, int64(r.learner.closedAt))
+	var learned time.Duration
+	if r.learner.closedAt != 0 { // the clock is read only when something was learned
+		learned = r.learner.learned(r.clock())
+	}
+	set64(&p.LearnedIdle, int64(learned))
 	var spare int32 // only spares an expiry tick may stop (expireSpares) bring ticks
 	if len(r.conns) == 0 && r.cfg.MaxIdleTime > 0 {
 		spare = int32(len(r.spares.pids))
