@@ -152,10 +152,11 @@ func (l *idleLearner) serverClosed(age time.Duration, now time.Time) {
 	l.seen = now
 }
 
-// learned is the server's learned idle timeout (0 = none).
+// learned is the server's learned idle timeout at now (0 = none, or
+// forgotten: no sighting for learnedFor). A query: it changes nothing.
 func (l *idleLearner) learned(now time.Time) time.Duration {
 	if l.closedAt != 0 && now.Sub(l.seen) >= learnedFor {
-		l.closedAt = 0
+		return 0
 	}
 	return l.closedAt
 }
