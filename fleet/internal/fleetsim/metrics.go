@@ -48,6 +48,11 @@ type metrics struct {
 
 	routesUsed float64 // routes with demand per member, summed over the draws
 	draws      int
+
+	// The waits for a first connection that began in a quiet stretch (after
+	// a demand shift, before the next fault): the rotation's, not a fault's.
+	quietFrom, quietUntil time.Time
+	waits                 []time.Duration
 }
 
 type fairAcc struct{ held, fair float64 }
@@ -78,7 +83,25 @@ func (mt *metrics) overcommit(route, over int) {
 }
 
 func (mt *metrics) change(what string) {
-	mt.changes = append(mt.changes, Change{At: mt.s.c.now.Sub(t0), What: what})
+	now := mt.s.c.now
+	mt.changes = append(mt.changes, Change{At: now.Sub(t0), What: what})
+	mt.quietUntil = now // a fault, or a shift: what waits now is not quiet
+	if what == "start" || what == "demand shift" {
+		mt.quietFrom, mt.quietUntil = now, now.Add(quietFor)
+	}
+}
+
+// quietFor is how long after a demand shift a wait that begins is counted
+// (the faults come 15 s after the shifts).
+const quietFor = 10 * time.Second
+
+// waited records a wait for a first connection from from to now, when it
+// began and ended in a quiet stretch.
+func (mt *metrics) waited(from, now time.Time) {
+	if !from.Before(mt.quietFrom) && from.Before(mt.quietUntil) && len(mt.changes) > 0 &&
+		!from.Before(t0.Add(mt.changes[len(mt.changes)-1].At)) {
+		mt.waits = append(mt.waits, now.Sub(from))
+	}
 }
 
 func (mt *metrics) demandChanged() {
@@ -237,6 +260,10 @@ type Result struct {
 	Util          float64 // mean utilisation over the run's samples
 	// RoutesPerMember is the mean number of routes a member has demand on.
 	RoutesPerMember float64
+	// WaitMean and WaitMax are how long a member's callers on a route
+	// waited for its first connection there, over the waits that began in
+	// the 10 s after a demand shift (rotation and first grants, no fault).
+	WaitMean, WaitMax time.Duration
 	// Series is the run's samples: utilisation and shortfall over time.
 	Series []Point
 }
@@ -285,6 +312,14 @@ func (mt *metrics) result() Result {
 	}
 	if mt.draws > 0 {
 		r.RoutesPerMember = mt.routesUsed / float64(mt.draws)
+	}
+	if len(mt.waits) > 0 {
+		var sum time.Duration
+		for _, w := range mt.waits {
+			sum += w
+			r.WaitMax = max(r.WaitMax, w)
+		}
+		r.WaitMean = sum / time.Duration(len(mt.waits))
 	}
 	if len(mt.samples) > 0 {
 		r.Util /= float64(len(mt.samples))

@@ -14,6 +14,9 @@ type pool struct {
 	share   int
 	held    int // connections open (the budget counts these)
 	closing int // busy connections above the share, closing when their request ends
+	// waitFrom: since when it has callers and no connection (zero: it has
+	// one, or no callers).
+	waitFrom time.Time
 }
 
 // maxRequest is how long a request in flight may still take: a busy
@@ -58,11 +61,28 @@ func (p *pool) adjustReport(changed bool) {
 				p.held--
 				s.closed(p.route)
 				p.report()
+				p.track()
 			})
 		}
 	}
 	if changed {
 		p.report()
+	}
+	p.track()
+}
+
+// track notes when the pool starts waiting for its first connection, and how
+// long it waited once it has one.
+func (p *pool) track() {
+	now := p.m.s.c.now
+	switch {
+	case p.demand > 0 && p.held == 0 && p.waitFrom.IsZero():
+		p.waitFrom = now
+	case p.held > 0 && !p.waitFrom.IsZero():
+		p.m.s.m.waited(p.waitFrom, now)
+		p.waitFrom = time.Time{}
+	case p.demand == 0:
+		p.waitFrom = time.Time{}
 	}
 }
 
@@ -83,4 +103,5 @@ func (p *pool) dropAll() {
 		p.m.s.closed(p.route)
 	}
 	p.held, p.closing, p.share = 0, 0, 0
+	p.waitFrom = time.Time{}
 }

@@ -13,7 +13,8 @@ type HostConfig struct {
 	Lease  time.Duration // how long a grant holds (default DefaultLease)
 	Shards int           // default DefaultShards; every member must use the same
 	// Turn is how long a holder keeps a unit above the fair level while
-	// others wait (default Lease/3).
+	// others wait (default Lease/3): one to two turns, staggered, after
+	// which the host nudges it to give the unit up.
 	Turn time.Duration
 	// Settle is how long a host must have been registered before shards are
 	// handed to it (default Lease): a member that flaps moves nothing.
@@ -95,8 +96,11 @@ type Host struct {
 	// still there): the shard is not asked for again before then.
 	notBefore map[int]time.Time
 	expiry    expiryHeap
-	outgoing  map[int]*outgoing // handoffs sent, until acknowledged
-	lastMove  time.Time
+	// turns are the ends of the turns at leftover units: a holder still
+	// keeping one then, while others wait, is nudged to give it up.
+	turns    expiryHeap
+	outgoing map[int]*outgoing // handoffs sent, until acknowledged
+	lastMove time.Time
 	// departed are nodes the registry dropped, with when the host may
 	// forget them: their leases (all end within a lease of the drop) and
 	// the floors this host vouched for must have run out first.
@@ -369,6 +373,10 @@ func (h *Host) HandleRenew(r Renew, now time.Time) RenewReply {
 			h.nudge(nudge)
 			if ho := l.holders[r.Node]; ho != nil {
 				heap.Push(&h.expiry, expiryItem{at: now.Add(lease), h: ho, l: l, sh: sh})
+				if !ho.turnEnd.IsZero() && !ho.turnEnd.Equal(ho.turnTimer) {
+					ho.turnTimer = ho.turnEnd
+					heap.Push(&h.turns, expiryItem{at: ho.turnEnd, h: ho, l: l, sh: sh})
+				}
 				if l.waiting.Len()+l.reserved.Len() > 0 {
 					reply.Eager = true
 				}
@@ -627,6 +635,18 @@ func (h *Host) Tick(now time.Time) {
 		if it.l.empty() {
 			delete(it.sh.ledgers, it.l.route)
 		}
+	}
+	for h.turns.Len() > 0 && !h.turns[0].at.After(now) {
+		it := heap.Pop(&h.turns).(expiryItem)
+		if h.shards[it.sh.id] != it.sh || it.sh.ledgers[it.l.route] != it.l || it.l.holders[it.h.node] != it.h ||
+			!it.h.turnEnd.Equal(it.at) || !it.l.turnOver(it.h, now) {
+			continue // gave the unit up since, or nobody waits, or gone
+		}
+		// Its turn is over: it gives the unit up now rather than at its
+		// next renewal, so that the units taken together come free at the
+		// moments their staggered turns end.
+		it.h.shrinkAt = now
+		h.sink.Nudge(it.h.node, Nudge{Host: h.cfg.ID})
 	}
 	pending := make([]int, 0, len(h.outgoing))
 	for s := range h.outgoing {

@@ -32,9 +32,11 @@ import (
 // the wants. Holders granted less than they could hope for wait in a queue,
 // first come first served; a unit that comes free is reserved for the
 // longest-waiting holder, which is nudged to renew and take it, and a holder
-// that keeps a leftover unit gives it up after a turn while others wait. So
-// when the budget is smaller than the nodes that want it, the units rotate,
-// and every node gets one within a bounded time. Every operation is O(log W)
+// that keeps a leftover unit gives it up after a turn while others wait (its
+// host nudges it when the turn ends). The turns are staggered, one to two
+// turns long, so that units taken together do not all change hands together.
+// So when the budget is smaller than the nodes that want it, the units
+// rotate, and every node gets one within a bounded time. Every operation is O(log W)
 // in the largest need, plus O(1) per node nudged: nothing re-sorts the
 // holders.
 type Ledger struct {
@@ -58,6 +60,8 @@ type Ledger struct {
 	// renewal is short because others hold more than their fair part, the
 	// largest are nudged to renew and get their smaller grants.
 	big bigHeap
+	// turns counts the leftover units taken: it staggers their turns.
+	turns uint64
 }
 
 type holder struct {
@@ -69,6 +73,8 @@ type holder struct {
 	lapsed                         bool
 	expires                        time.Time
 	extraSince                     time.Time     // when it got a unit above the level (zero: none)
+	turnEnd                        time.Time     // when its turn at that unit ends
+	turnTimer                      time.Time     // the turnEnd its host keeps a timer for
 	wait                           *list.Element // in Ledger.waiting or Ledger.reserved, or nil
 	isReserved                     bool          // wait is in Ledger.reserved
 	reservedUntil                  time.Time
@@ -156,7 +162,7 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 		target, fair = min(h.need, level), min(h.need, level)
 		if h.need > level && leftover > 0 {
 			fair = level + 1
-			keep := !h.extraSince.IsZero() && (c.now.Sub(h.extraSince) < c.turn || queued == 0)
+			keep := !h.extraSince.IsZero() && (c.now.Before(h.turnEnd) || queued == 0)
 			take := h.extraSince.IsZero() && (wasReserved || b-l.committed-min(h.need, level) > queued)
 			if keep || take {
 				target = level + 1
@@ -170,10 +176,10 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 	h.grant = grant
 	if capped && grant > level {
 		if h.extraSince.IsZero() {
-			h.extraSince = c.now
+			h.extraSince, h.turnEnd = c.now, c.now.Add(c.turn+l.stagger(c.turn))
 		}
 	} else {
-		h.extraSince = time.Time{}
+		h.extraSince, h.turnEnd = time.Time{}, time.Time{}
 	}
 	if wasReserved {
 		// It came for the unit kept for it (whether it got it or another
@@ -210,6 +216,23 @@ func (l *Ledger) apply(node NodeID, budget int, e Entry, c applyCtx) (Grant, []N
 		nudge = append(nudge, l.nudgeShrink(target-grant, max(level, 1), h, c)...)
 	}
 	return g, nudge
+}
+
+// stagger is how much longer than a turn the next leftover unit taken is
+// kept: spread evenly over [0, turn) along a golden-ratio sequence, so that
+// units taken together (every node asks at once after a change of demand)
+// come free at different moments, not in waves of handovers that leave the
+// budget part idle at once, turn after turn.
+func (l *Ledger) stagger(turn time.Duration) time.Duration {
+	l.turns++
+	frac := float64(l.turns*0x9e3779b97f4a7c15>>11) / (1 << 53)
+	return time.Duration(frac * float64(turn))
+}
+
+// turnOver reports whether h keeps a leftover unit whose turn has ended
+// while others wait for one: it is worth nudging to renew and give it up.
+func (l *Ledger) turnOver(h *holder, now time.Time) bool {
+	return !h.lapsed && !h.extraSince.IsZero() && !now.Before(h.turnEnd) && l.waiting.Len()+l.reserved.Len() > 0
 }
 
 // maxShrinkNudges bounds the holders one renewal nudges to shrink.
@@ -345,7 +368,7 @@ func (l *Ledger) lapse(node NodeID, now time.Time, gap time.Duration) []NodeID {
 	}
 	l.unlink(h)
 	l.unwait(h)
-	h.lapsed, h.extraSince = true, time.Time{}
+	h.lapsed, h.extraSince, h.turnEnd = true, time.Time{}, time.Time{}
 	h.endVouch(now)
 	l.link(h)
 	if h.counted == 0 {

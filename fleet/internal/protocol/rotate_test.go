@@ -43,3 +43,42 @@ func TestUnitsRotateWhenNodesOutnumberTheBudget(t *testing.T) {
 		}
 	}
 }
+
+// When every node asks at once for a budget smaller than the nodes, the
+// units they take together do not all come free together turn after turn:
+// each handover leaves a unit idle for a moment (the holder closes, renews,
+// the next one is nudged, renews and dials), and a wave of them leaves the
+// budget idle at once. The turns are staggered, and a holder gives its unit
+// up when its turn ends, not at its next renewal, so the handovers spread.
+func TestUnitsTakenTogetherComeFreeAtDifferentMoments(t *testing.T) {
+	const budget, nodes, route = 12, 40, "http://10.0.0.1:80"
+	f := newFleet(t, 1, nodes, budget)
+	for _, n := range f.order {
+		f.want(n, route, 1)
+	}
+	f.run(DefaultLease, f.within(route, budget)) // every node asked, the units went round once
+	held := map[NodeID]int{}
+	for _, n := range f.order {
+		held[n] = f.held[n][route]
+	}
+	most, handovers := 0, 0
+	check := f.within(route, budget)
+	f.run(3*DefaultLease, func() {
+		check()
+		freed := 0
+		for _, n := range f.order {
+			if h := f.held[n][route]; h < held[n] {
+				freed++
+			}
+			held[n] = f.held[n][route]
+		}
+		most = max(most, freed)
+		handovers += freed
+	})
+	if handovers < budget {
+		t.Fatalf("%d handovers in three leases, want the units to go round (at least %d)", handovers, budget)
+	}
+	if most > budget/3 {
+		t.Errorf("%d of the %d units came free in one tick (%d handovers in three leases), want at most %d", most, budget, handovers, budget/3)
+	}
+}

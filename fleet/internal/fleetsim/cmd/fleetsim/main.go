@@ -35,7 +35,13 @@ func main() {
 	svg := flag.String("svg", "", "draw the largest run's utilisation over time into this SVG file")
 	workers := flag.Int("p", runtime.GOMAXPROCS(0), "runs at once")
 	short := flag.Bool("short", false, "only N = 10 and 100 (seconds, not minutes)")
+	only := flag.String("cells", "", "only these sizes, NxR separated by commas (1000x100,100x100); not with -md")
+	dur := flag.Duration("d", 0, "simulate this long (default 5m, the whole timeline); not with -md")
 	flag.Parse()
+	if *dur != 0 && *md != "" {
+		fmt.Fprintln(os.Stderr, "fleetsim: -d cuts the timeline the tables show: not with -md")
+		os.Exit(2)
+	}
 
 	var cells []cell
 	for _, n := range []int{10, 100, 1000} {
@@ -46,8 +52,23 @@ func main() {
 			cells = append(cells, cell{n, r})
 		}
 	}
+	if *only != "" {
+		if *md != "" {
+			fmt.Fprintln(os.Stderr, "fleetsim: -cells leaves out sizes the tables show: not with -md")
+			os.Exit(2)
+		}
+		cells = cells[:0]
+		for _, f := range strings.Split(*only, ",") {
+			var c cell
+			if _, err := fmt.Sscanf(f, "%dx%d", &c.n, &c.r); err != nil {
+				fmt.Fprintf(os.Stderr, "fleetsim: -cells %q: %v\n", f, err)
+				os.Exit(2)
+			}
+			cells = append(cells, c)
+		}
+	}
 	start := time.Now()
-	results := run(cells, *seed, *workers)
+	results := run(cells, *seed, *dur, *workers)
 	var out bytes.Buffer
 	report(&out, cells, results, *seed, time.Since(start))
 	os.Stdout.Write(out.Bytes())
@@ -73,7 +94,7 @@ func main() {
 }
 
 // run runs the cells, workers at once, the largest first.
-func run(cells []cell, seed uint64, workers int) []fleetsim.Result {
+func run(cells []cell, seed uint64, dur time.Duration, workers int) []fleetsim.Result {
 	results := make([]fleetsim.Result, len(cells))
 	jobs := make(chan int)
 	var wg sync.WaitGroup
@@ -82,7 +103,7 @@ func run(cells []cell, seed uint64, workers int) []fleetsim.Result {
 			for i := range jobs {
 				c := cells[i]
 				t := time.Now()
-				results[i] = fleetsim.New(fleetsim.Config{Seed: seed, Members: c.n, Routes: c.r}.Timeline()).Run()
+				results[i] = fleetsim.New(fleetsim.Config{Seed: seed, Members: c.n, Routes: c.r, Duration: dur}.Timeline()).Run()
 				fmt.Fprintf(os.Stderr, "N=%d R=%d: %v\n", c.n, c.r, time.Since(t).Round(time.Second))
 			}
 		})
@@ -103,14 +124,14 @@ func report(w io.Writer, cells []cell, results []fleetsim.Result, seed uint64, t
 		seed, cfg.Callers, cfg.Zipf, cfg.Shift, cfg.Lease, cfg.TTL, cfg.Shards, cfg.MinDelay, cfg.MaxDelay, cfg.Loss*100,
 		cfg.Duration, took.Round(time.Second), runtime.Version(), runtime.NumCPU(), results[0].CPUClock)
 
-	fmt.Fprintln(w, "| N | R | budget | routes a member uses | worst over the budget | mean use of the fair division | Jain (mean, lowest minute) | messages a member sends and receives /s | per 1,000 routes | renewals a member sends /s | host messages /s (mean, most) | host CPU per request |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|")
+	fmt.Fprintln(w, "| N | R | budget | routes a member uses | worst over the budget | mean use of the fair division | Jain (mean, lowest minute) | messages a member sends and receives /s | per 1,000 routes | renewals a member sends /s | host messages /s (mean, most) | host CPU per request | wait for a first connection after a shift, s (mean, most) |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---:|---|")
 	for i, c := range cells {
 		r := results[i]
-		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %d | %.1f%% | %.3f, %.3f | %.1f | %.1f | %.1f | %.0f, %.0f | %.1f µs |\n",
+		fmt.Fprintf(w, "| %d | %d | %d | %.0f | %d | %.1f%% | %.3f, %.3f | %.1f | %.1f | %.1f | %.0f, %.0f | %.1f µs | %.2f, %.2f |\n",
 			c.n, c.r, r.Config.Budget, r.RoutesPerMember, r.MaxOver, 100*r.Util, r.Jain, r.JainMin, r.MsgsPerMember,
 			r.MsgsPerMember/(float64(c.r)/1000), r.RenewalsPerMember, r.MsgsPerHost, r.MsgsHostMax,
-			float64(r.CPUPerRequest.Nanoseconds())/1000)
+			float64(r.CPUPerRequest.Nanoseconds())/1000, r.WaitMean.Seconds(), r.WaitMax.Seconds())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Time to converge after each change, seconds (a lease is %v; \"-\" did not converge before the next change):\n\n", protocol.DefaultLease)
