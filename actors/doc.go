@@ -23,10 +23,9 @@
 //	                      a ticket in the semaphore's FIFO when full)
 //	caller -> supervisor  RouteRequest, on a route's first use only (the pool
 //	                      keeps the route's handle until its Done closes)
-//	caller                takes an idle HTTP/1.1 connection, or a stream slot
-//	                      of an HTTP/2 connection, on offer in the route's
-//	                      outbox (a non-blocking receive: no message), or
-//	                      else:
+//	caller                takes an idle HTTP/1.1 connection on offer in the
+//	                      route's outbox (a non-blocking receive: no
+//	                      message), or else:
 //	caller -> route       LeaseRequest: at once from the idle list or a free
 //	                      HTTP/2 stream, or the caller waits in the FIFO while
 //	  route -> supervisor   PermitRequest: the route may grow
@@ -55,7 +54,6 @@
 //	                      connection's read loop delivers the response head
 //	reader                the body's end calls the exchange's h2.Ender
 //	reader -> route       Released: the stream is free for the next waiter
-//	                      (or offered again in the outbox)
 //	conn -> route         StreamsChanged, DrainStarted, H2Closed: the
 //	                      connection's own news, from its event goroutine
 //
@@ -125,22 +123,9 @@
 //     gauges); a decision taken on them is checked again by message.
 //   - A connection's socket reader and writer are lent to a response body or
 //     a request writer between an exchange's answer and its end (see conn).
-//   - The route's outbox (Route.outbox, route_outbox.go) is a buffered channel
-//     that only the route sends to, inside its Receive, and only while no
-//     caller waits in its FIFO: it offers idle HTTP/1.1 connections, at most
-//     offerDepth, the most recently used, or stream slots of one HTTP/2
-//     connection (route_outbox_h2.go), never both at once. A caller's lease
-//     first tries a non-blocking receive from it; taking an offer is
-//     receiving a message from the route, and the connection, or the stream,
-//     is then the caller's, exactly as if the route had granted it, until its
-//     Released (releases stay messages). The route takes offers back by
-//     receiving from its own outbox, before a caller queues and before it
-//     closes, evicts or expires connections, and a connection's slots also
-//     when it drains or its peer lowers its stream limit below what is in
-//     use: what it gets back was free, what it cannot get back was leased. An
-//     offered stream slot counts as a stream in use from the moment it is
-//     offered, so every stream limit holds for what callers may take. Its
-//     FIFO, the limits, LRU order, expiry and statistics stay the route's.
+//   - The route's outbox: a buffered channel that only the route sends to,
+//     holding a few idle HTTP/1.1 connections while nobody waits in its FIFO.
+//     Its rules are written once, on the outbox type (route_outbox.go).
 //
 // A wait selects on nothing but its own ticket, its request's context and its
 // timer: never on a channel that every waiter shares, whose lock each park

@@ -190,7 +190,7 @@ func (p *pool) lease(h *routeHandle, n int) []Lease {
 
 func (p *pool) release(h *routeHandle, reusable bool, ls ...Lease) {
 	for _, l := range ls {
-		p.sys.Root.Send(h.PID, &Released{ConnID: l.ConnID, Reusable: reusable, Offered: l.Offered})
+		p.sys.Root.Send(h.PID, &Released{ConnID: l.ConnID, Reusable: reusable})
 	}
 }
 

@@ -205,7 +205,7 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 
 // release sends the lease's one Released: m, for the lease's connection.
 func (x *Exchange) release(m Released) {
-	m.ConnID, m.Offered = x.got.ConnID, x.got.Offered
+	m.ConnID = x.got.ConnID
 	x.released = m
 	x.route.post(&x.released)
 }

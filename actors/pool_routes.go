@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/connactor/connactor/internal/wait"
 )
@@ -83,4 +84,25 @@ func (l *Call) leaseOnRoute(fresh bool, avoid uint64) (*Exchange, Lease, gaveUp,
 		}
 		return x, lease, why, err
 	}
+}
+
+// take receives an offer from the route's outbox, if one is there, without
+// blocking: on an empty outbox it is a load, and takes no lock. now is when
+// the caller's request started (or later). It reports false, with nothing
+// taken, when the outbox is empty, or when the offer it took was past its
+// due time: it declines that one (OfferDeclined), and the caller leases
+// another way.
+func (h *routeHandle) take(now time.Time) (Lease, bool) {
+	var o offer
+	select {
+	case o = <-h.outbox:
+	default:
+		return Lease{}, false
+	}
+	if !o.until.IsZero() && !now.Before(o.until) {
+		h.post(&OfferDeclined{ConnID: o.conn.id, At: now})
+		return Lease{}, false
+	}
+	// now is the call's start, which may predate the offer.
+	return o.conn.lease(Lease{Reused: true, IdleTime: max(0, now.Sub(o.idleSince)), Offered: true}), true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,47 +94,25 @@ type routePublished struct {
 	Reclaimed atomic.Bool
 }
 
-type connPhase uint8
-
-const (
-	phaseDialing connPhase = iota
-	phaseIdle
-	phaseLeased
-	phaseOffered // in the outbox, or taken from it by a caller the route has not heard from
-)
-
-// connState is the route's record of one connection actor.
-type connState struct {
-	// connRef is what a lease holder needs of the connection: its ID and
-	// actor from the start, its inbox, socket and TLS state from its dial on,
-	// never changed after, so that an offer carries a pointer to it.
-	connRef
-	phase     connPhase
-	created   time.Time
-	idleSince time.Time
-	idleUntil time.Time     // server's Keep-Alive cap; zero = none
-	leasedAt  time.Time     // when the current lease was granted (Stats: oldest unreleased lease)
-	lastIdle  time.Duration // how long it was idle before the current lease
-	lifetime  time.Duration // MaxLifetime, jittered (0 = none)
-	served    int
-	idleIdx   int            // position in route.idle while idle
-	offerIdx  int            // position in route.offered while offered
-	dial      DialTiming     // reported with the first lease only
-	proto     connProto      // HTTP/1.1 or HTTP/2 (route_proto.go)
-	ep        *endpoint      // its address in the route's endpoint set (nil: none)
-	peer      netip.AddrPort // the address it reached (Dialed.Peer)
-}
-
 // Route is a route actor: it owns the connections of one route, their idle list
 // (least recently used first) and the FIFO of waiting callers, and enforces
 // MaxConnsPerRoute. It never blocks: dials and I/O happen in connection actors.
 type Route struct {
-	key  route.Key
-	name string
-	cfg  *RouteConfig
-	sup  *actor.PID
-	pub  *routePublished
-	mb   *mailbox.Mailbox // the route's own (routeParts); closed when it stops
+	// Set when the route starts, never changed after.
+	key        route.Key
+	name       string
+	cfg        *RouteConfig
+	sup        *actor.PID
+	self       *actor.PID
+	pub        *routePublished  // what the route publishes for readers outside it (publish)
+	mb         *mailbox.Mailbox // the route's own (routeParts); closed when it stops
+	tel        *telemetry.Route
+	permitReq  *PermitRequest // sent for every permit it asks for: never changed, only read by the supervisor
+	h2Possible bool           // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
+	strict     bool           // HTTP2Config.StrictMaxConcurrentRequests
+
+	// The message being handled.
+	now time.Time // its time (clock); zero until asked
 	// handling is the request (LeaseRequest, RouteStatsRequest,
 	// CloseIdleRequest) the route is handling: answered at once, unless the
 	// route failed while handling it, in which case its Stopping answers it
@@ -144,83 +121,52 @@ type Route struct {
 	// which holds the request, its response and its connection.
 	handling mailbox.Undeliverable
 
-	self *actor.PID
-	// permitReq is the route's PermitRequest, sent for every permit it asks
-	// for: its content never changes, and the supervisor only reads it.
-	permitReq *PermitRequest
+	// Connections: each one's state changes only in its transitions
+	// (route_connstate.go).
+	conns  map[uint64]*connState
+	byPID  map[string]*connState
+	h2     map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID (their events name them)
+	idle   []*connState          // LRU first, MRU last
+	out    outbox                // what the route offers without a message (route_outbox.go)
+	spares spareConns            // connection actors without a socket (route_spares.go)
+	nextID uint64
+	proto  proto // what the route's dials give
+	// h2Limit is the stream limit the route's server last announced
+	// (SETTINGS; 0 = none yet): a new connection's until its own arrive.
+	h2Limit int
 
-	conns   map[uint64]*connState
-	byPID   map[string]*connState
-	h2      map[uint64]*http2Conn // the HTTP/2 connections of conns, by ID
-	idle    []*connState          // LRU first, MRU last
-	waiters WaitQueue[*wait.Ticket[Lease], waiter]
+	// Callers: the FIFO of those who wait (route_wait.go).
+	waiters      WaitQueue[*wait.Ticket[Lease], waiter]
+	freshWaiters int      // waiters that take only a connection that has served nothing
+	longWait     longWait // the long-wait warning's timer
 
-	// outbox holds idle HTTP/1.1 connections, or stream slots of one HTTP/2
-	// connection, that the route offers while nobody waits in its FIFO
-	// (route_outbox.go and route_outbox_h2.go have the rules). Only the route
-	// sends to it, inside Receive, and only while waiters is empty; callers
-	// receive from it without blocking (routeHandle.take), and a caller that
-	// receives an offer holds the connection, or the stream, as if the route
-	// had granted it, until its Released. The route takes offers back by
-	// receiving from it (takeBack) before a caller queues and before it
-	// closes, evicts or expires connections: what it gets back was free, what
-	// it cannot get back was leased. At most offerDepth idle connections, the
-	// most recently used, so that the others expire as idle ones do; stream
-	// slots up to its capacity, each counted as a stream in use.
-	outbox chan offer
-	// offered are the connections the route put in the outbox and has not
-	// taken back or heard from since: each is in the outbox or held by a
-	// caller (connState.offerIdx).
-	offered []*connState
-	// outboxH2 is the HTTP/2 connection whose stream slots the outbox holds
-	// (nil: it holds HTTP/1.1 connections, or nothing). The outbox never
-	// holds both kinds, nor the slots of two connections: so the route knows
-	// how many of a connection's slots are still in it (see offeredIdle).
-	outboxH2 *http2Conn
-	// h2Offered is the stream slots offered and not yet taken back or heard
-	// from, over every HTTP/2 connection (the sum of their offered).
-	h2Offered int
-	// offerLRU is the earliest idle time of the connections offered since the
-	// outbox was last taken back (unix nanos; 0 = none): with the idle list's
-	// head, what the route publishes as its least recently used idle
-	// connection (an offer taken since makes it look older than it is, until
-	// the next take-back, at the latest the next expiry tick).
-	offerLRU int64
-
-	spares spareConns // connection actors without a socket (route_conns.go)
-
+	// Growth: permits asked of the supervisor and dials (route_dial.go).
 	dialing, permitsPending int
-	withdrawing             int // permits asked back (PermitWithdrawRequest), not yet answered
-	nextID                  uint64
-	closed                  bool
-	freshWaiters            int
-	roomWanted              bool // the supervisor wants freed connections closed (RoomWanted)
-	shed                    bool // ... even when own waiters wait: above the fleet share
-	h2Possible              bool // a dial may give an HTTP/2 connection (ALPN offers h2, or h2c)
-	proto                   proto
-	h2Limit                 int  // the stream limit the server last announced (SETTINGS); 0 = none yet
-	strict                  bool // HTTP2Config.StrictMaxConcurrentRequests
+	withdrawing             int  // permits asked back (PermitWithdrawRequest), not yet answered
 	dialsFailing            bool // the last dial failed; logged once per change
+	breaker                 breaker
+	eps                     routeEndpoints // the host's addresses (route_endpoints.go)
 
-	breaker  breaker
-	learner  idleLearner
-	eps      routeEndpoints // the host's addresses (route_endpoints.go)
-	longWait longWait       // the long-wait warning's timer (route_wait.go)
+	// What the supervisor and the client want of the route.
+	closed     bool // the route stops: it refuses leases
+	roomWanted bool // the supervisor wants freed connections closed (RoomWanted)
+	shed       bool // ... even when own waiters wait: above the fleet share
 	// unusedSince is when the route last became unused (zero while in use;
 	// route_reclaim.go).
 	unusedSince time.Time
 
-	now time.Time // the current message's time (clock); zero until asked
+	// Policies the route holds, fed by its messages.
+	learner idleLearner // the server's idle timeout, learned from its closes (policy.go)
 
+	// Statistics (route_stats.go). The lease counters are written by the
+	// transitions only (toLeased, toFree).
 	opened, closedN, leases, reuses uint64
 	offeredN                        uint64 // leases taken from the outbox
 	dialFailures, leaseTimeouts     uint64
 	queueFull                       uint64 // callers refused with ErrQueueFull
 	closedBy                        map[string]uint64
-
-	tel          *telemetry.Route
-	recentCloses ring[route.ClosedConn]
-	recentWaits  ring[route.Wait]
+	recentCloses                    ring[route.ClosedConn]
+	recentWaits                     ring[route.Wait]
 }
 
 // waiter is a queued LeaseRequest with when and where it queued.
@@ -238,7 +184,7 @@ type queuedAt struct {
 // made of parts.
 func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) actor.Producer {
 	return func() actor.Actor {
-		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, outbox: parts.outbox,
+		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, out: outbox{ch: parts.outbox},
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
@@ -325,7 +271,6 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.handling = nil
-	r.retireOffered(ctx)
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()
@@ -382,7 +327,6 @@ func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
 	r.stopLongWait()
-	r.takeBack() // offers taken are leased, and closed with the others
 	if r.handling != nil {
 		r.handling.Undelivered()
 		r.handling = nil

@@ -39,7 +39,7 @@ func (e *routeEndpoints) awaiting() bool { return e.on && !e.known }
 
 // onEndpointsResolved takes the resolver's answer: a new set drains the
 // addresses that left it (their idle connections close now, the others as
-// they come free; see drained), and counts the connections dialed by name
+// they come free: retireReason), and counts the connections dialed by name
 // before a set was known at their addresses.
 func (r *Route) onEndpointsResolved(ctx actor.Context, m *EndpointsResolved) {
 	e := &r.eps
@@ -66,14 +66,8 @@ func (r *Route) onEndpointsResolved(ctx actor.Context, m *EndpointsResolved) {
 			cs.ep.open++
 		}
 	}
-	r.takeBack() // an idle connection on offer to a drained address closes too
-	for i := 0; i < len(r.idle); {
-		if cs := r.idle[i]; cs.ep != nil && cs.ep.draining {
-			r.closeConn(ctx, cs, route.ReasonEndpointGone)
-			continue
-		}
-		i++
-	}
+	r.takeBack()               // an idle connection on offer to a drained address closes too
+	r.onExpire(ctx, r.clock()) // the idle ones to drained addresses retire (retireReason)
 }
 
 // same reports whether addrs are the live set's addresses, in order.
@@ -186,18 +180,6 @@ func (r *Route) endpointClosed(cs *connState) {
 	}
 }
 
-// drained closes an HTTP/1.1 connection that has just come free (released,
-// taken back or dialed) when its address left the resolved set, and reports
-// whether it did. An HTTP/2 connection to such an address takes no new
-// stream and closes after its last one (retireReason).
-func (r *Route) drained(ctx actor.Context, cs *connState) bool {
-	if cs.ep == nil || !cs.ep.draining || !cs.proto.exclusive() {
-		return false
-	}
-	r.closeConn(ctx, cs, route.ReasonEndpointGone)
-	return true
-}
-
 // endpointStats returns the route's endpoints with their leased and idle
 // connections.
 func (r *Route) endpointStats() []route.EndpointStats {
@@ -208,9 +190,9 @@ func (r *Route) endpointStats() []route.EndpointStats {
 				continue
 			}
 			switch {
-			case cs.idleIdx >= 0 || cs.phase == phaseOffered: // on offer: idle, unless a caller took it since
+			case cs.phase == phaseIdle || cs.phase == phaseOffered: // on offer: idle, unless a caller took it since
 				st[i].Idle++
-			case cs.phase != phaseDialing:
+			case cs.phase == phaseLeased:
 				st[i].Leased++
 			}
 		}

@@ -54,8 +54,8 @@ func (r *Route) dialsH2() bool {
 }
 
 // h2WithRoom returns the HTTP/2 connection with the most free streams, but
-// avoid; nil when none has room. Idle connections that expired (idle time,
-// lifetime) are closed as it meets them, as popIdle does.
+// avoid; nil when none has room. Idle connections due for retirement are
+// closed as it meets them, as popIdle does.
 func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	if r.proto != protoH2 {
 		return nil
@@ -65,14 +65,8 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	bestRoom := 0
 	for _, h := range r.h2 {
 		cs := h.cs
-		if cs.id == avoid {
+		if cs.id == avoid || cs.phase == phaseIdle && r.closeIfDue(ctx, cs, now) {
 			continue
-		}
-		if cs.idleIdx >= 0 {
-			if reason, dead := r.expired(cs, now); dead {
-				r.closeConn(ctx, cs, reason) // off the idle list too
-				continue
-			}
 		}
 		if room := r.h2Room(h, now); room > bestRoom {
 			best, bestRoom = cs, room
@@ -81,33 +75,31 @@ func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	return best
 }
 
-// refreshH2 reads the connection's own view of its limit and state: the
-// events that report them (StreamsChanged, DrainStarted) may still be on
-// their way, and a stream leased on a connection that has drained, or beyond
-// the peer's limit, would be refused. One lock of the connection's, no I/O.
-//
-// Until a new connection's SETTINGS arrive, its limit is the one the route's
-// server announced on an earlier connection, when there was one (the 100
-// assumed otherwise, golang/go#39389): a server that takes 4 streams is not
-// sent 100 on each new connection, to refuse 96 of them. It returns the
-// snapshot it read.
-func (r *Route) refreshH2(h *http2Conn) h2.Streams {
-	st := h.conn.Streams()
-	switch {
-	case st.Settings:
-		h.limit, r.h2Limit = st.Limit, st.Limit
-	case r.h2Limit > 0:
-		h.limit = min(st.Limit, r.h2Limit)
-	default:
-		h.limit = st.Limit
+// learnH2Limit keeps the stream limit h's server announced (SETTINGS), when
+// it has: the limit of the route's next connections until their own
+// SETTINGS arrive (h2Limit). Called on the connection's events (Dialed,
+// StreamsChanged).
+func (r *Route) learnH2Limit(h *http2Conn) {
+	if st := h.conn.Streams(); st.Settings {
+		r.h2Limit = st.Limit
 	}
-	if st.Draining || st.Closed {
-		h.draining = true
-	}
-	return st
 }
 
-// awaitsSettings reports that cs is the route's first HTTP/2 connection and
+// h2Limit is how many streams h takes, by the connection's own view of its
+// limit (st, read by the caller): the events that report it (StreamsChanged)
+// may still be on their way, and a stream leased beyond the peer's limit
+// would be refused. Until a new connection's SETTINGS arrive, its limit is
+// the one the route's server announced on an earlier connection, when there
+// was one (the 100 assumed otherwise, golang/go#39389): a server that takes
+// 4 streams is not sent 100 on each new connection, to refuse 96 of them.
+func (r *Route) h2LimitOf(st h2.Streams) int {
+	if !st.Settings && r.h2Limit > 0 {
+		return min(st.Limit, r.h2Limit)
+	}
+	return st.Limit
+}
+
+// awaitsSettings reports that h is the route's first HTTP/2 connection and
 // its server's SETTINGS have not arrived: it carries one stream until they
 // do (StreamsChanged follows), and the route neither leases it more nor
 // dials for the callers who wait meanwhile. The engine waits for a free
@@ -116,51 +108,36 @@ func (r *Route) refreshH2(h *http2Conn) h2.Streams {
 // yet learned would wait on this connection for others to end, however
 // long they last, instead of being replayed on another one.
 func (r *Route) awaitsSettings(h *http2Conn, st h2.Streams) bool {
-	return r.h2Limit == 0 && !st.Settings && !h.draining
+	return r.h2Limit == 0 && !st.Settings && !h.drains(st)
 }
 
-// h2Room is how many more streams cs may be leased or offered: its limit
-// less the streams it carries and the slots it has on offer, and no more
-// than MaxRequestsPerConn allows (streams leased and offered count as
-// served). It is negative when the peer lowered its limit below what is
-// in use. A connection due for retirement (retireReason)
-// drains here, with streams in flight or not: the route leases it no new
-// stream and closes it after its last one (closeDrained). The connection
-// itself is not told: streams leased and not yet started must still start.
+// drains reports whether h takes no new stream on its own account: it
+// reported a drain (DrainStarted), or its engine drains or closed and the
+// report is on its way (st, its own view).
+func (h *http2Conn) drains(st h2.Streams) bool { return h.draining || st.Draining || st.Closed }
+
+// h2Room is how many more streams h may be leased: its limit less the
+// streams it carries, and no more than MaxRequestsPerConn allows (streams
+// leased count as served). It is negative when the peer lowered its limit
+// below what is in use, and 0 when the connection drains, on its own
+// account or because the route retires it (retireReason): the route leases
+// it no new stream and closes it after its last one (closeDrained). The
+// connection itself is not told: streams leased and not yet started must
+// still start. A query: it changes nothing (one lock of the connection's,
+// no I/O).
 func (r *Route) h2Room(h *http2Conn, now time.Time) int {
-	st := r.refreshH2(h)
-	if !h.draining && r.retireReason(h, now) != "" {
-		h.draining = true
-	}
-	if h.draining {
+	st := h.conn.Streams()
+	if h.drains(st) || r.retireReason(h.cs, false, now) != "" {
 		return 0
 	}
-	room := h.limit - h.inUse()
+	room := r.h2LimitOf(st) - h.n
 	if r.awaitsSettings(h, st) {
-		room = min(room, 1-h.inUse())
+		room = min(room, 1-h.n)
 	}
 	if limit := r.cfg.MaxRequestsPerConn; limit > 0 {
-		room = min(room, limit-h.cs.served-h.inUse())
+		room = min(room, limit-h.cs.served-h.n)
 	}
 	return room
-}
-
-// retireReason is why the route retires cs: the client closed, its lifetime
-// is over, its streams served and in flight reached MaxRequestsPerConn, or
-// its address left the resolved set; "" when none holds.
-func (r *Route) retireReason(h *http2Conn, now time.Time) route.CloseReason {
-	cs := h.cs
-	switch {
-	case r.closed:
-		return route.ReasonClientClosed
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		return route.ReasonLifetime
-	case r.cfg.MaxRequestsPerConn > 0 && cs.served+h.streams >= r.cfg.MaxRequestsPerConn:
-		return route.ReasonMaxRequests
-	case cs.ep != nil && cs.ep.draining:
-		return route.ReasonEndpointGone
-	}
-	return ""
 }
 
 // wantH2Conns asks for one permit when callers wait, no dial is under way, and
@@ -183,10 +160,11 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 		if !r.waiterFor(h.cs) {
 			continue // every waiter avoids it (or none is left)
 		}
-		if room || r.awaitsSettings(h, h.conn.Streams()) {
+		st := h.conn.Streams()
+		if room || r.awaitsSettings(h, st) {
 			return // it will say how much room it has: the waiters are being served
 		}
-		if !h.draining {
+		if !h.drains(st) && r.retireReason(h.cs, false, now) == "" {
 			usable++
 		}
 	}
@@ -203,46 +181,36 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 	ctx.Send(r.sup, r.permitReq)
 }
 
-// availableH2 hands the free streams of cs to waiters in arrival order, but
-// not to one that avoids cs (a replay after it refused the request: it waits
+// availableH2 hands the free streams of h to waiters in arrival order, but
+// not to one that avoids it (a replay after it refused the request: it waits
 // for another connection, wantH2Conns); a connection left without streams
-// becomes idle (or is closed for another route's room, or because it drains),
-// its slots still in the outbox taken back to be offered anew, or, with
-// slots held by callers, idle on offer (offeredIdleH2).
+// becomes idle, or is closed for another route's room or because the route
+// retires it, or, draining on its own account, waits for its H2Closed.
 func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	cs := h.cs
 	for r.h2Room(h, now) > 0 {
-		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return w.req.Avoid != cs.id })
+		w, q, ok := r.nextWaiter(func(w waiter) bool { return w.req.Avoid != cs.id })
 		if !ok {
 			break
 		}
-		r.grant(w.req, cs, r.dequeued(w)) // a waiter that gave up takes nothing: the next one is tried
+		r.grant(w, cs, q) // a waiter that gave up takes nothing: the next one is tried
 	}
-	if h.streams > 0 {
+	if h.n > 0 {
 		return // a request in flight is never cut
-	}
-	if h.offered > 0 && r.offeredIdleH2(h, now) {
-		return // a caller may hold a slot: the route takes them back before it closes it
 	}
 	if r.shed {
 		r.closeConn(ctx, cs, route.ReasonFleetShare) // above the fleet share: down to it
 		return
 	}
-	if cs.idleIdx >= 0 {
+	if cs.phase == phaseIdle {
 		return
 	}
-	if h.draining {
-		r.closeDrained(ctx, h, now)
+	if reason := r.retireReason(cs, false, now); reason != "" {
+		r.closeConn(ctx, cs, reason)
 		return
 	}
-	if cs.phase == phaseOffered { // its last offer came back: idle as it was
-		cs.phase = phaseIdle
-		if r.roomWanted {
-			r.closeConn(ctx, cs, route.ReasonEvicted)
-			return
-		}
-		r.insertIdle(cs)
-		return
+	if h.drains(h.conn.Streams()) {
+		return // closeDrained: its H2Closed names the reason
 	}
 	r.idleOrClose(ctx, cs, now, r.roomWanted)
 }
@@ -255,39 +223,13 @@ func (r *Route) waiterFor(cs *connState) bool {
 	return ok
 }
 
-// streamEnded releases one stream of cs, which then serves the next waiter,
-// goes idle, or, draining, closes with its last stream.
-func (r *Route) streamEnded(ctx actor.Context, h *http2Conn) {
-	h.streams--
-	h.cs.served++
-	r.availableH2(ctx, h, r.clock())
-}
-
-// closeDrained closes a draining connection whose last stream ended, when the
-// route retired it (retireReason). A connection that drains on its own
-// account (a GOAWAY, refused streams, a failed PING, a server close) closes
-// itself once its last stream ended, and its H2Closed, which follows, names
-// the reason: a stream that failed with its connection may be released
-// before that news arrives.
-func (r *Route) closeDrained(ctx actor.Context, h *http2Conn, now time.Time) {
-	if reason := r.retireReason(h, now); reason != "" {
-		r.closeConn(ctx, h.cs, reason)
-	}
-}
-
-// onStreamsChanged hands the streams a connection's new limit frees to the
-// waiters; h2Room reads the limit from the connection itself (refreshH2). A
-// limit lowered below the streams in use and on offer takes the offers
-// back: those still in the outbox are offered no more, and those taken meet
-// the connection's own count (h2.Conn refuses a stream above the peer's
-// limit, as not sent).
+// onStreamsChanged keeps the limit a connection's server announced, and
+// hands the streams a new limit frees to the waiters (h2Room reads the
+// limit from the connection itself).
 func (r *Route) onStreamsChanged(ctx actor.Context, m *conn.StreamsChanged) {
 	if h := r.h2[m.ID]; h != nil { // dialed: only a dialed connection is known to speak HTTP/2
-		now := r.clock()
-		if h.offered > 0 && r.h2Room(h, now) < 0 {
-			r.takeBack()
-		}
-		r.availableH2(ctx, h, now)
+		r.learnH2Limit(h)
+		r.availableH2(ctx, h, r.clock())
 	}
 }
 
@@ -299,20 +241,14 @@ func (r *Route) onDrainStarted(ctx actor.Context, m *conn.DrainStarted) {
 	if h == nil {
 		return
 	}
-	if h.offered > 0 {
-		r.takeBack() // no caller takes a slot of it from now on
-	}
 	h.draining = true
-	if h.streams == 0 {
+	if h.n == 0 {
 		r.closeConn(ctx, h.cs, m.Reason)
 	}
 }
 
 func (r *Route) onH2Closed(ctx actor.Context, m *conn.H2Closed) {
 	if cs := r.conns[m.ID]; cs != nil {
-		if r.onOffer(cs) {
-			r.takeBack()
-		}
 		r.closeConn(ctx, cs, m.Reason)
 	}
 }
@@ -321,7 +257,7 @@ func (r *Route) onH2Closed(ctx actor.Context, m *conn.H2Closed) {
 func (r *Route) streams() int {
 	n := 0
 	for _, h := range r.h2 {
-		n += h.streams
+		n += h.n
 	}
 	return n
 }

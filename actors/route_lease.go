@@ -25,25 +25,53 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if r.leaseNow(ctx, m) {
 		return
 	}
-	// A caller that would wait for a dial fails at once while dials keep
-	// failing (connections the route still has serve as usual).
+	if err := r.admit(); err != nil {
+		m.Ticket.Reject(err)
+		return
+	}
+	r.enqueue(ctx, m)
+}
+
+// admit decides whether a caller that cannot be leased a connection at once
+// may wait for one: nil, or the error it is refused with. This is where the
+// route's limits on waiting are decided, and where an adaptive limit would
+// decide too. A caller that would wait for a dial fails at once while dials
+// keep failing (connections the route still has serve as usual); one more
+// than MaxPendingPerRoute is refused.
+func (r *Route) admit() error {
 	if !r.breaker.allow(r.clock()) {
 		r.tel.LeaseRejected("route_unavailable")
-		m.Ticket.Reject(ErrRouteUnavailable)
-		return
+		return ErrRouteUnavailable
 	}
 	if max := r.cfg.MaxPendingPerRoute; max > 0 && r.waiters.Len() >= max {
 		r.queueFull++
 		r.tel.LeaseRejected("queue_full")
-		m.Ticket.Reject(ErrQueueFull)
-		return
+		return ErrQueueFull
 	}
+	return nil
+}
+
+// enqueue puts m at the tail of the FIFO. Waiters leave it served in arrival
+// order (nextWaiter), or when they give up (onLeaseCancelled), or when the
+// route fails them (dialFailed, onStopping).
+func (r *Route) enqueue(ctx actor.Context, m *LeaseRequest) {
 	r.takeBack() // no caller queues while an offer waits in the outbox
 	r.waiters.Push(m.Ticket, waiter{req: m, queuedAt: queuedAt{at: r.clock(), pos: r.waiters.Len() + 1}})
 	if m.Fresh {
 		r.freshWaiters++
 	}
 	r.armLongWait(ctx)
+}
+
+// nextWaiter takes the oldest waiter that can take a connection (can) out
+// of the FIFO, with when and where it had queued: the one place waiters are
+// served from, in arrival order.
+func (r *Route) nextWaiter(can func(waiter) bool) (*LeaseRequest, queuedAt, bool) {
+	_, w, ok := r.waiters.TakeFirst(can)
+	if !ok {
+		return nil, queuedAt{}, false
+	}
+	return w.req, r.dequeued(w), true
 }
 
 // leaseNow grants m a free stream or an idle connection, and reports
@@ -58,15 +86,15 @@ func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 		return false
 	}
 	cs := r.freeNow(ctx, m)
-	if cs == nil && (len(r.offered) > 0 || r.h2Offered > 0) {
+	if cs == nil && len(r.out.offered) > 0 {
 		r.takeBack() // what is still on offer serves m rather than a later caller
 		cs = r.freeNow(ctx, m)
 	}
 	if cs == nil {
 		return false
 	}
-	if !r.grant(m, cs, queuedAt{}) {
-		r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes
+	if !r.grant(m, cs, queuedAt{}) && cs.phase != phaseIdle {
+		r.available(ctx, cs, r.clock()) // cancelled meanwhile: back it goes (an idle one stays)
 	}
 	return true
 }
@@ -95,15 +123,11 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 	}
 	if l, ok := m.Ticket.Returned(); ok {
 		switch cs := r.conns[l.ConnID]; {
-		case cs == nil:
-			if l.Offered { // a take-back counted it taken before its connection closed (see countOffer)
-				r.countOffer(false)
-			}
 		case l.Offered:
-			r.offerBack(ctx, cs) // taken from the outbox, given back untouched
-		case cs.phase == phaseLeased:
+			r.offerGivenBack(ctx, cs) // taken from the outbox, given back untouched
+		case cs != nil && cs.phase == phaseLeased:
 			// Untouched: it goes back as it was, keeping its idle caps.
-			cs.proto.takenBack()
+			cs.proto.ungrant(cs)
 			r.available(ctx, cs, r.clock())
 		}
 	}
@@ -124,110 +148,92 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 	if cs == nil {
 		return // closed meanwhile (client close)
 	}
-	if h, ok := cs.proto.(*http2Conn); ok {
-		if m.Offered {
-			r.heardH2(h) // a slot taken from the outbox: a leased stream, counted now if not yet
-		}
-	} else if cs.phase == phaseOffered {
-		r.unoffer(cs)
-		r.taken(cs) // taken from the outbox: its lease is counted now
+	if cs.phase == phaseOffered {
+		r.heard(cs) // taken from the outbox: its lease is counted now
 	}
 	if cs.phase != phaseLeased {
 		return
 	}
+	r.exchangeEnded(cs, m)
 	cs.proto.released(ctx, r, cs, m)
 }
 
-// available hands a connection that just became free (released, returned or
-// dialed) to the oldest waiter that can take it, or makes it idle (see its
-// protocol's available).
+// exchangeEnded records what an exchange on cs says of its connection and
+// its server: one more request served, and, for a connection that turned
+// out closed by the server when it was leased (Stale), the idle time the
+// server closed it within (idleLearner). Per-connection and per-endpoint
+// outcomes are recorded here.
+func (r *Route) exchangeEnded(cs *connState, m *Released) {
+	cs.served++
+	if m.Stale {
+		r.learner.serverClosed(cs.lastIdle, r.clock())
+	}
+}
+
+// available hands a connection that just came free (released, given back
+// or dialed) to the oldest waiter that can take it, or makes it idle (see its
+// protocol's available), or closes it when it must retire (retireReason).
+// A connection that still carries streams is never closed here: it drains.
 func (r *Route) available(ctx actor.Context, cs *connState, now time.Time) {
-	if r.drained(ctx, cs) {
-		return
+	if cs.streams() == 0 {
+		if reason := r.retireReason(cs, false, now); reason != "" {
+			r.closeConn(ctx, cs, reason)
+			return
+		}
 	}
 	cs.proto.available(ctx, r, cs, now)
 }
 
 // idleOrClose puts a connection that nobody needs on the idle list (least
 // recently used first) and reports true, or closes it when closeIt (room is
-// wanted, it drains).
+// wanted).
 func (r *Route) idleOrClose(ctx actor.Context, cs *connState, now time.Time, closeIt bool) bool {
 	if closeIt {
 		r.closeConn(ctx, cs, route.ReasonEvicted)
 		return false
 	}
-	cs.phase = phaseIdle
-	cs.idleSince = now
-	cs.idleIdx = len(r.idle)
-	r.idle = append(r.idle, cs)
+	r.toIdle(cs, now)
 	return true
 }
 
 // wentIdle is the one message, never changed, that tells a connection it is idle.
 var wentIdle = &conn.WatchIdle{}
 
-// grant delivers cs to the waiter's ticket. It reports false, changing nothing,
-// when the waiter has given up: the caller keeps cs.
+// grant delivers cs to the waiter's ticket and leases it (toLeased). It
+// reports false, changing nothing, when the waiter has given up: the caller
+// keeps cs.
 func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	now := r.clock()
-	var idleFor, waited time.Duration
-	if !cs.idleSince.IsZero() {
-		idleFor = now.Sub(cs.idleSince)
-	}
+	idleFor, waited := cs.idleFor(now), time.Duration(0)
 	if q.pos > 0 {
 		waited = now.Sub(q.at)
 	}
-	lease := cs.lease(cs.served > 0, idleFor)
-	lease.Waited, lease.QueuePos, lease.Dial = waited, q.pos, cs.dial
-	if !w.Ticket.Deliver(lease) {
+	if !w.Ticket.Deliver(cs.lease(Lease{Reused: cs.served > 0, IdleTime: idleFor, Waited: waited, QueuePos: q.pos, Dial: cs.dial})) {
 		return false
 	}
 	if r.cfg.Fault != nil {
 		r.cfg.Fault("granted", w)
 	}
-	cs.proto.granted(r, cs)
 	if q.pos > 0 {
 		r.recentWaits.add(route.Wait{At: now, Waited: waited, QueuePos: q.pos})
 	}
-	cs.phase = phaseLeased
-	cs.idleSince = time.Time{}
-	cs.leasedAt = now
-	cs.lastIdle = idleFor
-	r.leases++
-	if cs.served > 0 {
-		r.reuses++
-	}
-	cs.dial = DialTiming{}
+	cs.proto.granted(cs)
+	r.toLeased(cs, now, false)
 	return true
 }
 
 // popIdle takes the most recently used idle HTTP/1.1 connection that is
-// still good, closing the expired ones it meets. Idle HTTP/2 connections are
-// h2WithRoom's: leased as streams, to callers that do not avoid them.
+// still good, closing the ones due for retirement it meets. Idle HTTP/2
+// connections are h2WithRoom's: leased as streams, to callers that do not
+// avoid them.
 func (r *Route) popIdle(ctx actor.Context) *connState {
 	now := r.clock()
-	for i := len(r.idle) - 1; i >= 0; i-- { // removing r.idle[i] leaves r.idle[:i] as it was
+	for i := len(r.idle) - 1; i >= 0; i-- { // closing r.idle[i] leaves r.idle[:i] as it was
 		cs := r.idle[i]
-		if !cs.proto.exclusive() {
-			continue
-		}
-		r.removeIdle(cs)
-		if reason, dead := r.expired(cs, now); dead {
-			r.closeConn(ctx, cs, reason)
+		if !cs.proto.exclusive() || r.closeIfDue(ctx, cs, now) {
 			continue
 		}
 		return cs
 	}
 	return nil
-}
-
-func (r *Route) removeIdle(cs *connState) {
-	i := cs.idleIdx
-	copy(r.idle[i:], r.idle[i+1:])
-	r.idle[len(r.idle)-1] = nil
-	r.idle = r.idle[:len(r.idle)-1]
-	for j := i; j < len(r.idle); j++ {
-		r.idle[j].idleIdx = j
-	}
-	cs.idleIdx = -1
 }

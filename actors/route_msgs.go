@@ -71,8 +71,9 @@ type Lease struct {
 	// holder calls H2.RoundTrip on its own goroutine instead of sending an
 	// ExchangeRequest, and sends Released when the stream is over.
 	H2 *h2.Conn
-	// Offered says the caller took the connection from the route's outbox
-	// (no LeaseRequest): the route learns of the lease from its Released.
+	// Offered says the caller took the HTTP/1.1 connection from the route's
+	// outbox (no LeaseRequest): a lease the caller gives back untouched
+	// (LeaseCancelled) counts as no lease.
 	Offered bool
 }
 
@@ -107,10 +108,6 @@ type Released struct {
 	Stale    bool
 	Failed   bool
 	Idle     time.Duration
-	// Offered says the lease was taken from the route's outbox
-	// (Lease.Offered): for an HTTP/2 stream, the route may learn of the
-	// lease only from this Released.
-	Offered bool
 }
 
 // PermitGranted is sent by the supervisor to a route that asked for a

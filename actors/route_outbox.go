@@ -1,257 +1,180 @@
 package actors
 
 import (
-	"crypto/tls"
-	"net"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/conn/h2"
-	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/route"
 )
 
-// The route's outbox: the one way state leaves a route's Receive without a
-// reply. A route that has idle HTTP/1.1 connections, or an HTTP/2
-// connection with free streams, and nobody waiting in its FIFO offers some
-// of them in a buffered channel, and a caller's lease takes one with a
-// non-blocking receive, without a message to the route: an uncontended
-// request then costs the route one message (its Released), not two. The
-// rules:
+// outbox is a route's outbox: the one way state leaves a route's Receive
+// without a reply. A route that has idle HTTP/1.1 connections and nobody
+// waiting in its FIFO offers a few of them in a buffered channel, and a
+// caller's lease takes one with a non-blocking receive, without a message to
+// the route: an uncontended request then costs the route one message (its
+// Released), not two. These are its rules, written here only:
 //
 //  1. Only the route sends to its outbox, inside its Receive, and only while
-//     no caller waits in its FIFO (refill): a caller that queued is never
-//     overtaken by one that takes an offer after it queued.
+//     no caller waits in its FIFO (Route.refill): a caller that queued is
+//     never overtaken by one that takes an offer after it queued.
 //  2. A caller takes an offer with a non-blocking receive (routeHandle.take).
 //     Taking an offer is receiving a message from the route: the connection
 //     is the caller's, exactly as if the route had granted it, until its
 //     Released (or, for an offer past its connection's due time, its
-//     OfferDeclined). Callers that must not take a re-used connection
-//     (a fresh replay), or that avoid one, send a LeaseRequest instead.
+//     OfferDeclined; for a request given up before anything was written, its
+//     LeaseCancelled). Callers that must not take a re-used connection (a
+//     fresh replay), or that avoid one, send a LeaseRequest instead.
 //  3. Everything else stays the route's: its FIFO, the limits (an offered
 //     connection is open and counted), LRU eviction, expiry and statistics.
+//     Stats count what has left the outbox at every read: an offer still in
+//     it is idle, one taken is leased.
 //  4. The route takes offers back by receiving from its own outbox
-//     (takeBack): what it gets back was idle; what it cannot get back was
-//     taken, and is leased until its Released. It does so before a caller
-//     queues (so that no caller queues while an offer waits), and before it
-//     closes, evicts or expires idle connections, or stops.
+//     (Route.takeBack): what it gets back was idle; what it cannot get back
+//     was taken, and is leased until its Released. It does so before a
+//     caller queues (so that no caller queues while an offer waits), before
+//     it closes, evicts or expires idle connections, and when it stops;
+//     closeConn takes back by itself a connection on offer.
 //  5. Releases stay messages.
+//  6. At most offerDepth connections are offered, the most recently used
+//     idle ones, and only those that have served a request (a new one is for
+//     a waiter) and are not due for retirement: if every idle connection
+//     were offered, callers would take the oldest offer first and use every
+//     connection in turn, none would stay idle long enough to expire, and a
+//     pool grown by a burst would never shrink. With a few offers, refilled
+//     from the most recently used end of the idle list, only those few
+//     rotate; the others expire, or are evicted, from the idle list.
 //
-// HTTP/2 offers follow the same rules, for stream slots (route_outbox_h2.go):
-// each offer is one stream of one connection, counted as in use from the
-// moment it is offered, so that every stream limit holds for what callers
-// may take.
+// HTTP/2 streams are never on offer: a stream lease is a LeaseRequest. The
+// message an offer saves cost the route 0.5-2 us of CPU on requests that
+// cost 25-140 us, within the end-to-end benchmarks' noise, and a stream
+// taken without a message was missing from Stats until the route heard of
+// it.
 //
-// At most offerDepth HTTP/1.1 connections are offered, the most recently
-// used idle ones: if every idle connection were offered, callers would take
-// the oldest offer first and use every connection in turn, none would stay
-// idle long enough to expire, and a pool grown by a burst would never
-// shrink. With a few offers, refilled from the most recently used end of the
-// idle list, only those few rotate; the others stay on the idle list in LRU
-// order and expire, or are evicted, as before.
+// Route state: touched only in the route's Receive (the channel's receiving
+// end is the callers').
+type outbox struct {
+	ch chan offer
+	// offered are the connections put in ch and not taken back or heard from
+	// since: each is in ch or held by a caller (connState.offerIdx).
+	offered []*connState
+	// lru is the earliest idle time of the connections offered since the
+	// last take-back (unix nanos; 0 = none): with the idle list's head, what
+	// the route publishes as its least recently used idle connection (an
+	// offer taken since makes it look older than it is, until the next
+	// take-back, at the latest the next expiry tick).
+	lru int64
+}
 
-// offerDepth is the outbox's capacity: how many idle connections, or stream
-// slots, a route offers at most (fewer when MaxConnsPerRoute is lower).
-// Every Released runs the route and refills the outbox; a lease that finds
-// it empty meanwhile sends a LeaseRequest, which the idle list or a free
-// stream serves as fast, only with a message more. For stream slots, 16 did
-// no better than 4, in BenchmarkStreamLeaseRelease (64 callers took an offer
-// for 0.88 to 0.99 of their leases with either) and in connbench's HTTP/2
-// cells (BENCHMARKS.md), and would have quadrupled every route's outbox.
+// offerDepth is the outbox's capacity: how many idle connections a route
+// offers at most (fewer when MaxConnsPerRoute is lower). Every Released runs
+// the route and refills the outbox; a lease that finds it empty meanwhile
+// sends a LeaseRequest, which the idle list serves as fast, only with a
+// message more.
 const offerDepth = 4
 
 // outboxDepth is the capacity of route k's outbox: offerDepth, or fewer for
-// a route that may hold fewer HTTP/1.1 connections; a route that may speak
-// HTTP/2 offers stream slots, which one connection may hold offerDepth of.
-func outboxDepth(k route.Key, cfg *RouteConfig) int {
-	if possible, _ := h2Possible(k, cfg); possible {
-		return offerDepth
-	}
+// a route that may hold fewer connections.
+func outboxDepth(_ route.Key, cfg *RouteConfig) int {
 	return max(1, min(offerDepth, cfg.MaxConnsPerRoute))
 }
 
-// offer is an idle HTTP/1.1 connection, or a stream slot of an HTTP/2
-// connection (conn.h2 set), in a route's outbox: a value, never changed once
-// sent.
+// offer is an idle HTTP/1.1 connection in a route's outbox: a value, never
+// changed once sent.
 type offer struct {
 	conn      *connRef
-	idleSince time.Time // zero for a slot of an HTTP/2 connection that carries streams
+	idleSince time.Time
 	// until is when the route retires the connection if it is still idle
-	// then (MaxIdleTime, the server's Keep-Alive timeout, the learned idle
-	// timeout, MaxLifetime; zero: never). A caller that takes the offer at
-	// or after it declines it (OfferDeclined): the route closes it.
+	// then (Route.dueAt; zero: never). A caller that takes the offer at or
+	// after it declines it (OfferDeclined): the route closes it.
 	until time.Time
 }
 
-// connRef is what a lease holder needs of a connection: part of the route's
-// record of it (embedded in connState), written once when it is dialed and
-// never changed afterwards, so that offers carry a pointer to it.
-type connRef struct {
-	id       uint64
-	pid      *actor.PID
-	inbox    *mailbox.Mailbox // the connection actor's (conn.Dialed.Inbox)
-	netConn  net.Conn
-	tlsState *tls.ConnectionState
-	h2       *h2.Conn // an HTTP/2 connection's engine (conn.Dialed.H2); nil for HTTP/1.1
+// put offers cs, just taken off the idle list (toOffered): never blocks,
+// only the route sends, and only while ch has room.
+func (o *outbox) put(cs *connState, until time.Time) {
+	cs.offerIdx = len(o.offered)
+	o.offered = append(o.offered, cs)
+	if since := cs.idleSince.UnixNano(); o.lru == 0 || since < o.lru {
+		o.lru = since
+	}
+	o.ch <- offer{conn: &cs.connRef, idleSince: cs.idleSince, until: until}
 }
 
-// lease is a Lease of the connection, reused or not, idle for idle before
-// it: what a granted lease and an offer taken have in common.
-func (c *connRef) lease(reused bool, idle time.Duration) Lease {
-	return Lease{ConnID: c.id, Conn: c.pid, Inbox: c.inbox, Reused: reused, IdleTime: idle,
-		NetConn: c.netConn, TLSState: c.tlsState, H2: c.h2}
+// remove takes cs off the list of connections on offer: it came back, or
+// the route heard from the caller that took it.
+func (o *outbox) remove(cs *connState) {
+	i, last := cs.offerIdx, len(o.offered)-1
+	o.offered[i] = o.offered[last]
+	o.offered[i].offerIdx = i
+	o.offered[last] = nil
+	o.offered = o.offered[:last]
+	cs.offerIdx = -1
 }
 
-// take receives an offer from the route's outbox, if one is there, without
-// blocking: on an empty outbox it is a load, and takes no lock. now is when
-// the caller's request started (or later). It reports false, with nothing
-// taken, when the outbox is empty, or when the offer it took was past its
-// due time: it declines that one (OfferDeclined), and the caller leases
-// another way (the route may offer the slot of a busy HTTP/2 connection
-// again, which a caller ahead of the route's clock would decline forever).
-func (h *routeHandle) take(now time.Time) (Lease, bool) {
-	var o offer
-	select {
-	case o = <-h.outbox:
-	default:
-		return Lease{}, false
-	}
-	if !o.until.IsZero() && !now.Before(o.until) {
-		h.post(&OfferDeclined{ConnID: o.conn.id, At: now})
-		return Lease{}, false
-	}
-	var idle time.Duration
-	if !o.idleSince.IsZero() {
-		idle = max(0, now.Sub(o.idleSince)) // now is the call's start, which may predate the offer
-	}
-	l := o.conn.lease(true, idle)
-	l.Offered = true
-	return l, true
-}
+// full reports whether ch has no room for another offer.
+func (o *outbox) full() bool { return len(o.ch) == cap(o.ch) }
 
-// refill puts stream slots of an HTTP/2 connection (refillH2), or else idle
-// HTTP/1.1 connections, most recently used first, in the outbox, while it
-// has room, nobody waits in the FIFO and the route may keep connections idle
-// (it is not closing, and no room is wanted of it). Only connections that
-// have served a request are offered (a new one is for a waiter, fresh or
-// not, through the idle list), and only those not yet due for retirement.
-// Runs after every message.
+// idle is how many connections on offer are idle: those still in ch.
+func (o *outbox) idle() int { return len(o.ch) }
+
+// refill offers idle HTTP/1.1 connections, most recently used first, while
+// the outbox has room, nobody waits in the FIFO and the route may keep
+// connections idle (it is not closing, and no room is wanted of it): rules
+// 1 and 6 of outbox. Runs after every message.
 func (r *Route) refill() {
-	if r.outbox == nil || r.waiters.Len() > 0 || r.closed || r.roomWanted || r.shed || len(r.outbox) == cap(r.outbox) {
+	if r.out.ch == nil || r.waiters.Len() > 0 || r.closed || r.roomWanted || r.shed || r.out.full() {
 		return
 	}
-	if len(r.h2) > 0 && r.refillH2() {
-		return // the outbox holds stream slots: no HTTP/1.1 offer beside them
-	}
-	for i := len(r.idle) - 1; i >= 0 && len(r.outbox) < cap(r.outbox); i-- {
+	now := r.clock()
+	for i := len(r.idle) - 1; i >= 0 && !r.out.full(); i-- {
 		cs := r.idle[i]
 		if !cs.proto.exclusive() || cs.served == 0 {
 			continue
 		}
-		until := r.dueAt(cs, cs.idleSince, r.clock())
-		if !until.IsZero() && !r.clock().Before(until) {
-			continue // expired: the next lease or expiry tick closes it
+		until := r.dueAt(cs, now)
+		if !until.IsZero() && !now.Before(until) {
+			continue // due: the next lease or expiry tick closes it
 		}
-		r.removeIdle(cs) // from the end of what is left before i: nothing else moves
-		cs.phase = phaseOffered
-		cs.offerIdx = len(r.offered)
-		r.offered = append(r.offered, cs)
-		r.offeredIdleSince(cs.idleSince)
-		r.outbox <- offer{conn: &cs.connRef, idleSince: cs.idleSince, until: until} // never blocks: only the route sends
+		r.toOffered(cs) // from the end of what is left before i: nothing else moves
+		r.out.put(cs, until)
 	}
 }
 
-// takeBack empties the outbox: each offer it gets back goes back on the idle
-// list, in its place by idle time (a stream slot is free again); every other
-// connection on offer was taken by a caller and is leased from now on
-// (taken; takenH2 for slots). Called before a caller queues, and before the
-// route closes, evicts or expires connections.
+// takeBack empties the outbox (rule 4 of outbox): each offer it gets back
+// goes back on the idle list, in its place by idle time; every other
+// connection on offer was taken by a caller and is leased from now on,
+// counted as a lease taken from the outbox.
 func (r *Route) takeBack() {
-	if len(r.offered) == 0 && r.h2Offered == 0 {
+	if len(r.out.offered) == 0 {
 		return
 	}
-	r.offerLRU = 0
+	r.out.lru = 0
 	for {
-		var o offer
 		select {
-		case o = <-r.outbox:
-		default:
-			for _, cs := range r.offered {
-				r.taken(cs)
-			}
-			clear(r.offered)
-			r.offered = r.offered[:0]
-			r.takenH2()
-			return
-		}
-		if o.conn.h2 != nil {
-			r.h2[o.conn.id].offered-- // a stream slot back: free again
-			r.h2Offered--
+		case o := <-r.out.ch:
+			cs := r.conns[o.conn.id]
+			r.out.remove(cs)
+			r.toIdle(cs, cs.idleSince)
 			continue
+		default:
 		}
-		cs := r.conns[o.conn.id]
-		r.unoffer(cs)
-		cs.phase = phaseIdle
-		r.insertIdle(cs)
+		break
 	}
-}
-
-// unoffer takes cs off the list of connections on offer.
-func (r *Route) unoffer(cs *connState) {
-	i, last := cs.offerIdx, len(r.offered)-1
-	r.offered[i] = r.offered[last]
-	r.offered[i].offerIdx = i
-	r.offered[last] = nil
-	r.offered = r.offered[:last]
-	cs.offerIdx = -1
-}
-
-// taken records that a caller took cs from the outbox: from now on it is
-// leased, as if granted now (its lease is counted when the route learns of
-// it: here).
-func (r *Route) taken(cs *connState) {
 	now := r.clock()
-	cs.offerIdx = -1
-	cs.phase = phaseLeased
-	cs.lastIdle = now.Sub(cs.idleSince)
-	cs.idleSince = time.Time{}
-	cs.leasedAt = now
-	cs.dial = DialTiming{}
-	r.countOffer(true)
+	for _, cs := range r.out.offered {
+		cs.offerIdx = -1
+		r.toLeased(cs, now, true)
+	}
+	clear(r.out.offered)
+	r.out.offered = r.out.offered[:0]
 }
 
-// countOffer counts a lease taken from the outbox, once the route learns of
-// it (up: every offer is of a connection that has served a request), or
-// takes that count back (an offer it had counted, given back unused or
-// declined: no lease). An offer given back for a connection the route no
-// longer has was counted: the route closes a connection on offer only after
-// a take-back, which counts every offer of it that did not come back.
-func (r *Route) countOffer(up bool) {
-	if up {
-		r.leases++
-		r.reuses++
-		r.offeredN++
-		return
-	}
-	r.leases--
-	r.reuses--
-	r.offeredN--
-}
-
-// insertIdle puts cs on the idle list in its place by idle time (the list is
-// least recently used first): an offer taken back goes where it was.
-func (r *Route) insertIdle(cs *connState) {
-	i := len(r.idle)
-	for i > 0 && r.idle[i-1].idleSince.After(cs.idleSince) {
-		i--
-	}
-	r.idle = append(r.idle, nil)
-	copy(r.idle[i+1:], r.idle[i:])
-	r.idle[i] = cs
-	for j := i; j < len(r.idle); j++ {
-		r.idle[j].idleIdx = j
-	}
+// heard records that the route heard from the caller that took cs from the
+// outbox (its Released): leased from now on, its lease counted.
+func (r *Route) heard(cs *connState) {
+	r.out.remove(cs)
+	r.toLeased(cs, r.clock(), true)
 }
 
 // onOfferDeclined: a caller took a connection from the outbox past its due
@@ -259,65 +182,26 @@ func (r *Route) insertIdle(cs *connState) {
 // reason it was due then.
 func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 	cs := r.conns[m.ConnID]
-	if h, ok := r.h2[m.ConnID]; ok {
-		r.giveBackH2(ctx, h)
-		if h.streams > 0 {
-			return // it carries streams: not idle, not due
-		}
-		if reason, dead := r.expired(cs, m.At); dead {
-			r.takeBack() // its other slots: no caller takes them from now on
-			if cs.idleIdx >= 0 {
-				r.closeConn(ctx, cs, reason) // unless a caller took one meanwhile
-			}
-		}
+	if !r.toFree(cs) {
 		return
 	}
-	if cs == nil { // a take-back counted it taken before its connection closed (see countOffer)
-		r.countOffer(false)
-		return
-	}
-	if !r.unlease(cs) {
-		return
-	}
-	reason, dead := r.expired(cs, m.At)
-	if !dead {
+	reason := r.retireReason(cs, true, m.At)
+	if reason == "" {
 		reason = route.ReasonIdleExpired // due by a learned idle time the route has since revised
 	}
 	r.closeConn(ctx, cs, reason)
 }
 
-// unlease makes a connection a caller took from the outbox and did not use
-// idle again, as it was before the offer, whether or not the route has
-// learned it was taken; false if it is neither on offer nor leased.
-func (r *Route) unlease(cs *connState) bool {
-	switch cs.phase {
-	case phaseOffered:
-		r.unoffer(cs)
-	case phaseLeased: // takeBack found it taken, and counted its lease
-		cs.idleSince = cs.leasedAt.Add(-cs.lastIdle)
-		r.countOffer(false)
-	default:
-		return false
-	}
-	cs.phase = phaseIdle
-	return true
-}
-
-// offerBack takes back a connection a caller took from the outbox and gave
-// back unused (its request was given up before anything was written): closed
-// if its address left the resolved set or it is due, to the oldest waiter that
-// can take it, or back on the idle list as it was (idle since it was last
-// used).
-func (r *Route) offerBack(ctx actor.Context, cs *connState) {
-	if h, ok := cs.proto.(*http2Conn); ok {
-		r.giveBackH2(ctx, h)
-		return
-	}
-	if !r.unlease(cs) || r.drained(ctx, cs) {
+// offerGivenBack takes back a connection a caller took from the outbox and gave
+// back unused (its request was given up before anything was written):
+// closed if it must retire, to the oldest waiter that can take it, or back
+// on the idle list as it was (idle since it was last used).
+func (r *Route) offerGivenBack(ctx actor.Context, cs *connState) {
+	if !r.toFree(cs) {
 		return
 	}
 	now := r.clock()
-	if reason, dead := r.expired(cs, now); dead {
+	if reason := r.retireReason(cs, true, now); reason != "" {
 		r.closeConn(ctx, cs, reason)
 		return
 	}
@@ -325,5 +209,5 @@ func (r *Route) offerBack(ctx actor.Context, cs *connState) {
 		r.available(ctx, cs, now)
 		return
 	}
-	r.insertIdle(cs)
+	r.toIdle(cs, cs.idleSince)
 }

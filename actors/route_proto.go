@@ -10,60 +10,55 @@ import (
 )
 
 // connProto is what a route does differently for an HTTP/1.1 connection and
-// an HTTP/2 one: everything else of the route treats them alike. A
-// connection's protocol is known once it is dialed (connState.proto; HTTP/1.1
-// until then). All of it is route state: touched only in the route's Receive.
+// an HTTP/2 one, and the only way the route tells them apart: everything
+// else of the route treats them alike. A connection's protocol is known once
+// it is dialed (connState.proto; HTTP/1.1 until then). All of it is route
+// state: touched only in the route's Receive.
 type connProto interface {
 	// granted records a lease of cs (for HTTP/2, one more stream on it).
-	granted(r *Route, cs *connState)
-	// takenBack undoes granted, for a lease its caller gave up untouched.
-	takenBack()
+	granted(cs *connState)
+	// ungrant undoes granted, for a lease its caller gave back untouched.
+	ungrant(cs *connState)
 	// released handles the lease holder's Released of cs.
 	released(ctx actor.Context, r *Route, cs *connState, m *Released)
-	// available hands cs, free again (released, taken back or dialed), to
+	// available hands cs, free again (released, given back or dialed), to
 	// the waiters that can take it, or makes it idle, or closes it.
 	available(ctx actor.Context, r *Route, cs *connState, now time.Time)
 	// exclusive reports whether a lease takes the whole connection
-	// (HTTP/1.1): one such is leased off the idle list (popIdle), and its
-	// actor is recycled when it closes. An HTTP/2 connection is leased by
-	// streams (h2WithRoom) and its actor stops with it.
+	// (HTTP/1.1): one such is leased off the idle list (popIdle), offered in
+	// the outbox, and its actor is recycled when it closes. An HTTP/2
+	// connection is leased by streams (h2WithRoom) and its actor stops with
+	// it.
 	exclusive() bool
+	// streams is the streams it carries (HTTP/2; 0 for HTTP/1.1).
+	streams() int
 }
 
 // http1Conn is an HTTP/1.1 connection: it serves one request at a time, and
 // while idle its connection actor watches the socket.
 type http1Conn struct{}
 
-func (http1Conn) granted(*Route, *connState) {}
-func (http1Conn) takenBack()                 {}
-func (http1Conn) exclusive() bool            { return true }
+func (http1Conn) granted(*connState) {}
+func (http1Conn) ungrant(*connState) {}
+func (http1Conn) exclusive() bool    { return true }
+func (http1Conn) streams() int       { return 0 }
 
-// released retires the connection (failed, not reusable, the client closing,
-// its lifetime over, MaxRequestsPerConn served) or makes it available, with
-// the idle cap the server announced.
+// released closes the connection when the exchange failed or left it not
+// reusable, or else makes it available (which retires it if it must: its
+// lifetime, MaxRequestsPerConn), with the idle cap the server announced.
 func (http1Conn) released(ctx actor.Context, r *Route, cs *connState, m *Released) {
-	cs.served++
 	now := r.clock()
-	if m.Stale {
-		r.learner.serverClosed(cs.lastIdle, now) // the server closed it within that idle time
-	}
 	switch {
 	case m.Failed:
 		r.closeConn(ctx, cs, route.ReasonError) // as onTerminated, if it came first, would
 	case !m.Reusable:
 		r.closeConn(ctx, cs, route.ReasonNotReusable)
-	case r.closed:
-		r.closeConn(ctx, cs, route.ReasonClientClosed)
-	case cs.lifetime > 0 && now.Sub(cs.created) >= cs.lifetime:
-		r.closeConn(ctx, cs, route.ReasonLifetime) // retired as it becomes idle, never mid-request
-	case r.cfg.MaxRequestsPerConn > 0 && cs.served >= r.cfg.MaxRequestsPerConn:
-		r.closeConn(ctx, cs, route.ReasonMaxRequests)
 	default:
 		cs.idleUntil = time.Time{}
 		if m.Idle > 0 {
 			cs.idleUntil = now.Add(m.Idle)
 		}
-		r.available(ctx, cs, now)
+		r.available(ctx, cs, now) // retired as it comes free, never mid-request
 	}
 }
 
@@ -79,11 +74,11 @@ func (http1Conn) available(ctx actor.Context, r *Route, cs *connState, now time.
 	}
 	fresh := cs.served == 0
 	for {
-		_, w, ok := r.waiters.TakeFirst(func(w waiter) bool { return fresh || !w.req.Fresh })
+		w, q, ok := r.nextWaiter(func(w waiter) bool { return fresh || !w.req.Fresh })
 		if !ok {
 			break
 		}
-		if r.grant(w.req, cs, r.dequeued(w)) {
+		if r.grant(w, cs, q) {
 			return
 		}
 	}
@@ -96,34 +91,24 @@ func (http1Conn) available(ctx actor.Context, r *Route, cs *connState, now time.
 // streams up to its limit, leased while it carries any and idle (on the idle
 // list) while it carries none. The route also keeps it in Route.h2, by ID.
 type http2Conn struct {
-	cs       *connState
-	conn     *h2.Conn
-	limit    int  // streams the connection takes (its peer's and the local cap)
-	streams  int  // streams leased (granted, or offered and known taken)
-	draining bool // takes no new stream; closes when its last one ends
-	// offered is its stream slots in the outbox or taken by callers the route
-	// has not heard from (route_outbox_h2.go); taken is those a take-back
-	// found taken, counted in streams, whose Released has not come yet. Both
-	// count against its limit as streams do.
-	offered, taken int
+	cs   *connState
+	conn *h2.Conn
+	// n is the streams leased on it.
+	n int
+	// draining is set when the connection reports that it drains
+	// (DrainStarted: a GOAWAY, refused streams): it takes no new stream, and
+	// closes itself once its last one ends.
+	draining bool
 }
 
-// inUse is the streams the connection carries or may carry without the
-// route's leave: leased and offered.
-func (h *http2Conn) inUse() int { return h.streams + h.offered }
-
-func (h *http2Conn) granted(r *Route, cs *connState) {
-	h.streams++
-	if cs.idleIdx >= 0 {
-		r.removeIdle(cs)
-	}
-}
-
-func (h *http2Conn) takenBack()      { h.streams-- }
-func (h *http2Conn) exclusive() bool { return false }
+func (h *http2Conn) granted(*connState) { h.n++ }
+func (h *http2Conn) ungrant(*connState) { h.n-- }
+func (h *http2Conn) exclusive() bool    { return false }
+func (h *http2Conn) streams() int       { return h.n }
 
 func (h *http2Conn) released(ctx actor.Context, r *Route, _ *connState, _ *Released) {
-	r.streamEnded(ctx, h)
+	h.n--
+	r.availableH2(ctx, h, r.clock())
 }
 
 func (h *http2Conn) available(ctx actor.Context, r *Route, _ *connState, now time.Time) {

@@ -14,11 +14,11 @@ import (
 // message usually changes one or two counters.
 func (r *Route) publish() {
 	p := r.pub
-	idle := len(r.idle) + r.offeredIdle() // what is still on offer is idle
+	idle := len(r.idle) + r.out.idle() // what is still on offer is idle
 	set32(&p.Idle, int32(idle))
 	set32(&p.Pending, int32(r.waiters.Len()))
 	set32(&p.Leased, int32(len(r.conns)-idle-r.dialing))
-	lru := r.offerLRU
+	lru := r.out.lru
 	if len(r.idle) > 0 {
 		if since := r.idle[0].idleSince.UnixNano(); lru == 0 || since < lru {
 			lru = since
@@ -78,7 +78,7 @@ func (r *Route) stats() routeReport {
 	spare, recycling := len(r.spares.pids), len(r.spares.recycling)
 	// An offer still in the outbox is idle; one taken and not yet released is
 	// leased (Leases counts it once the route hears of it).
-	idle := len(r.idle) + r.offeredIdle()
+	idle := len(r.idle) + r.out.idle()
 	return routeReport{spare: spare, recycling: recycling, Stats: route.Stats{FailFastUntil: failUntil,
 		Route: r.name, Open: len(r.conns), Idle: idle, Dialing: r.dialing,
 		Leased: len(r.conns) - idle - r.dialing, Pending: r.waiters.Len(),
