@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sourcegraph/conc"
 
+	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -58,6 +59,10 @@ type PoolConfig struct {
 	// Resolver (the dialer is given the host name and decides).
 	Resolver   conn.Resolver
 	DNSRefresh time.Duration
+
+	// Outlier ejects endpoints whose exchanges keep failing (RouteConfig's;
+	// defaults filled); nil = none.
+	Outlier *outlier.Policy
 
 	System *actor.ActorSystem // nil = the pool makes and owns its own
 	// LoggerFactory is the protoactor logger of an actor system the pool
@@ -168,6 +173,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			Supervision:        supervision,
 			Fault:              cfg.Fault,
 			Endpoints:          p.endpointsConfig(),
+			Outlier:            cfg.Outlier,
 		},
 		MaxConnsTotal:   cfg.MaxConnsTotal,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,

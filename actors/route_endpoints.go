@@ -30,7 +30,7 @@ type routeEndpoints struct {
 // newRouteEndpoints returns the endpoints of route k.
 func newRouteEndpoints(k route.Key, cfg *RouteConfig) routeEndpoints {
 	_, port, on := endpointsTarget(k, cfg)
-	return routeEndpoints{on: on, port: port}
+	return routeEndpoints{on: on, port: port, set: endpointSet{outlier: cfg.Outlier}}
 }
 
 // awaiting reports whether the route waits for its host's first lookup: it

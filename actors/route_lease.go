@@ -155,6 +155,7 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 		return
 	}
 	r.exchangeEnded(cs, m)
+	r.exchangeOutcome(ctx, cs, m) // the outlier rule (route_outlier.go)
 	cs.proto.released(ctx, r, cs, m)
 }
 
