@@ -139,6 +139,7 @@ type Route struct {
 	// h2Limit is the stream limit the route's server last announced
 	// (SETTINGS; 0 = none yet): a new connection's until its own arrive.
 	h2Limit int
+	spread  h2Spread // HTTP/2 over the host's addresses (route_h2_spread.go)
 
 	// Callers: the FIFO of those who wait (route_wait.go).
 	waiters      WaitQueue[*wait.Ticket[Lease], waiter]

@@ -185,6 +185,7 @@ func (r *Route) endpointClosed(cs *connState) {
 func (r *Route) endpointStats() []route.EndpointStats {
 	st := r.eps.set.stats(r.clock())
 	for i := range st {
+		st[i].Streams = r.endpointStreams(r.eps.set.list[i])
 		for _, cs := range r.conns {
 			if cs.ep == nil || cs.ep.addr != st[i].Addr {
 				continue

@@ -220,6 +220,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	}
 	cs.proto.granted(cs)
 	r.toLeased(cs, now, false)
+	r.streamGranted(cs)
 	return true
 }
 
