@@ -32,7 +32,7 @@ func TestHTTP2StreamsSpreadOverAConnectionPerAddress(t *testing.T) {
 		f.waitServer("one more connection", func(c map[netip.Addr]loopbacks.Counts) bool {
 			return total(c, func(c loopbacks.Counts) int { return c.Accepted }) == want
 		})
-		eventually(t, "the route has the new connection", func() bool { return f.route().Open == want })
+		eventually(t, "the route has the new connection dialed", func() bool { st := f.route(); return st.Open == want && st.Idle == want })
 	}
 	h := f.hold(6)
 	for _, a := range addrs {
