@@ -14,7 +14,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sourcegraph/conc"
 
-	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -62,7 +61,7 @@ type PoolConfig struct {
 
 	// Outlier ejects endpoints whose exchanges keep failing (RouteConfig's;
 	// defaults filled); nil = none.
-	Outlier *outlier.Policy
+	Outlier *OutlierPolicy
 
 	System *actor.ActorSystem // nil = the pool makes and owns its own
 	// LoggerFactory is the protoactor logger of an actor system the pool

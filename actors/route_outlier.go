@@ -4,7 +4,14 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/connactor/connactor/actors/outlier"
 )
+
+// OutlierPolicy is the outlier rule as a pool takes it (PoolConfig.Outlier):
+// outlier.Policy, named here so that the pool's users configure it through
+// this package alone.
+type OutlierPolicy = outlier.Policy
 
 // The outlier rule on a route (RouteConfig.Outlier, the rule in
 // actors/outlier): each exchange's outcome, as its Released says

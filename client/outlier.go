@@ -1,6 +1,6 @@
 package client
 
-import "github.com/connactor/connactor/actors/outlier"
+import "github.com/connactor/connactor/actors"
 
 // OutlierPolicy ejects an address of a route's host whose exchanges keep
 // failing (Config.Outlier; README, "Sick endpoints"), as Envoy's outlier
@@ -33,7 +33,7 @@ func (cfg *Config) outlierDefaults() error {
 	if cfg.Outlier == nil {
 		return nil
 	}
-	p := outlier.Policy{ConsecutiveFailures: cfg.Outlier.ConsecutiveFailures,
+	p := actors.OutlierPolicy{ConsecutiveFailures: cfg.Outlier.ConsecutiveFailures,
 		MaxEjectedPercent: cfg.Outlier.MaxEjectedPercent}
 	if err := p.Validate(); err != nil {
 		return err
@@ -44,10 +44,10 @@ func (cfg *Config) outlierDefaults() error {
 }
 
 // outlierPolicy is Config.Outlier (defaults filled) as the routes hold it.
-func (cfg *Config) outlierPolicy() *outlier.Policy {
+func (cfg *Config) outlierPolicy() *actors.OutlierPolicy {
 	if cfg.Outlier == nil {
 		return nil
 	}
-	return &outlier.Policy{ConsecutiveFailures: cfg.Outlier.ConsecutiveFailures,
+	return &actors.OutlierPolicy{ConsecutiveFailures: cfg.Outlier.ConsecutiveFailures,
 		MaxEjectedPercent: cfg.Outlier.MaxEjectedPercent}
 }
