@@ -227,8 +227,10 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
+	// Before the head's goroutine has it, sawHead sends this Released, with
+	// the head's outcome; after, it is sent here.
 	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle}
-	if !x.order.CompareAndSwap(0, endedFirst) { // else sawHead sends it, with the head's outcome
+	if !x.order.CompareAndSwap(0, endedFirst) {
 		x.released.ExchangeFailed = x.failed
 		x.route.post(&x.released)
 	}
