@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/route"
 )
 
@@ -35,7 +36,22 @@ type endpoint struct {
 	ejectedUntil time.Time
 	backoff      time.Duration
 	draining     bool // it left the resolved set; it goes once its last connection has
+
+	// The outlier rule's part (route_outlier.go): the run of failed
+	// exchanges, when the current back-off began (either rule's: the
+	// least recently ejected serve past the cap, outlier.Cutoff), which rule
+	// started it, and the ejections for failed exchanges.
+	run       outlier.Counter
+	ejectedAt time.Time
+	ejectedBy string // ejectedByDials or ejectedByExchanges; "" before the first ejection
+	ejections uint64
 }
+
+// Which rule started an endpoint's back-off (EndpointStats.EjectedBy).
+const (
+	ejectedByDials     = "dials"     // its dials failed to connect
+	ejectedByExchanges = "exchanges" // its exchanges failed (Config.Outlier)
+)
 
 // ejected reports whether the endpoint is backing off at now.
 func (e *endpoint) ejected(now time.Time) bool { return now.Before(e.ejectedUntil) }
@@ -45,6 +61,11 @@ func (e *endpoint) ejected(now time.Time) bool { return now.Before(e.ejectedUnti
 // (draining). The zero value is empty.
 type endpointSet struct {
 	list []*endpoint
+	// outlier is the route's outlier policy (Config.Outlier, defaults
+	// filled): it caps the share of the live endpoints held out at once,
+	// whichever rule ejected them (cutoff). nil = every ejected endpoint is
+	// held out while another remains.
+	outlier *outlier.Policy
 }
 
 // update makes addrs (the resolver's answer, never empty) the live set:
@@ -113,7 +134,8 @@ func (s *endpointSet) empty() bool { return len(s.list) == 0 || s.list[0].draini
 // from [0, 1)). As net.Dialer does for a dual-stack host, the primary is of
 // the family of the resolver's first address, and the fallback, raced
 // against it, the best of the other family (nil when it has none to offer).
-// Ejected endpoints are passed over while another remains: the primary
+// Ejected endpoints are passed over while another remains (with an outlier
+// policy, those held out: see cutoff): the primary
 // comes from the other family when its own are all ejected, and from all
 // the live ones, ejected or not, when every one is (a probe as good as any).
 // It returns nil when the set is empty.
@@ -122,8 +144,9 @@ func (s *endpointSet) pick(now time.Time, rnd func() float64) (primary, fallback
 		return nil, nil
 	}
 	v4 := s.list[0].addr.Addr().Is4()
-	primary = s.least(now, rnd, func(e *endpoint) bool { return e.addr.Addr().Is4() == v4 && !e.ejected(now) })
-	other := s.least(now, rnd, func(e *endpoint) bool { return e.addr.Addr().Is4() != v4 && !e.ejected(now) })
+	cut := s.cutoff(now)
+	primary = s.least(now, rnd, func(e *endpoint) bool { return e.addr.Addr().Is4() == v4 && !e.held(cut, now) })
+	other := s.least(now, rnd, func(e *endpoint) bool { return e.addr.Addr().Is4() != v4 && !e.held(cut, now) })
 	switch {
 	case primary != nil:
 		return primary, other
@@ -131,6 +154,27 @@ func (s *endpointSet) pick(now time.Time, rnd func() float64) (primary, fallback
 		return other, nil
 	}
 	return s.least(now, rnd, func(*endpoint) bool { return true }), nil
+}
+
+// cutoff says which ejected endpoints are held out at now (outlier.Cutoff):
+// with an outlier policy, no more than its share of the live endpoints, the
+// most recently ejected; without one, every ejected endpoint (the zero
+// time). Read it with held.
+func (s *endpointSet) cutoff(now time.Time) time.Time {
+	if s.outlier == nil {
+		return time.Time{}
+	}
+	return outlier.Cutoff(*s.outlier, now, s.live(), ejection)
+}
+
+// ejection is an endpoint's current back-off, for outlier.Cutoff.
+func ejection(e *endpoint) (at, until time.Time) { return e.ejectedAt, e.ejectedUntil }
+
+// held reports whether e is held out at now under cut (endpointSet.cutoff):
+// it gets no new connection, and, ejected for failed exchanges, no new
+// stream or request (route_outlier.go).
+func (e *endpoint) held(cut, now time.Time) bool {
+	return outlier.Held(cut, now, e.ejectedAt, e.ejectedUntil)
 }
 
 // least returns the live endpoint that ok accepts with the fewest open
@@ -189,22 +233,64 @@ func (s *endpointSet) closed(e *endpoint) {
 // the route logs).
 func (s *endpointSet) failed(e *endpoint, now time.Time, jitter float64) (wasHealthy bool) {
 	e.failures++
+	return s.eject(e, now, jitter, ejectedByDials)
+}
+
+// exchangesFailed ejects e for a run of failed exchanges (the outlier rule,
+// route_outlier.go) into the same back-off as failed, without counting a
+// dial failure. It reports whether e was healthy before.
+func (s *endpointSet) exchangesFailed(e *endpoint, now time.Time, jitter float64) (wasHealthy bool) {
+	e.ejections++
+	return s.eject(e, now, jitter, ejectedByExchanges)
+}
+
+// eject starts e's back-off at now, by rule by: the one ejection state of
+// an endpoint, whichever rule ejected it.
+func (s *endpointSet) eject(e *endpoint, now time.Time, jitter float64, by string) (wasHealthy bool) {
 	wasHealthy = e.backoff == 0
 	d := e.backoff
 	if d == 0 {
 		d = EjectBase
 	}
+	e.ejectedAt, e.ejectedBy = now, by
 	e.ejectedUntil = now.Add(time.Duration(float64(d) * (0.8 + 0.4*jitter)))
 	e.backoff = min(2*d, EjectMax)
 	return wasHealthy
 }
 
-// connected records a dial to e that connected: its back-off starts over.
-// It reports whether e had been ejected (the state change the route logs).
+// connected records a dial to e that connected: a back-off its dials
+// started starts over. One its exchanges started does not: a connect says
+// nothing of how the server answers (exchangeServed ends that one). It
+// reports whether e had been ejected (the state change the route logs).
 func (s *endpointSet) connected(e *endpoint) (wasEjected bool) {
+	if e.ejectedBy == ejectedByExchanges {
+		return false
+	}
 	wasEjected = e.backoff != 0
 	e.backoff, e.ejectedUntil = 0, time.Time{}
 	return wasEjected
+}
+
+// exchangeServed records an exchange with e that succeeded while e is not
+// ejected: a back-off its exchanges started starts over (the next ejection
+// lasts EjectBase again). It reports whether e had been ejected.
+func (s *endpointSet) exchangeServed(e *endpoint) (wasEjected bool) {
+	if e.ejectedBy != ejectedByExchanges || e.backoff == 0 {
+		return false
+	}
+	e.backoff, e.ejectedUntil = 0, time.Time{}
+	return true
+}
+
+// live returns the endpoints of the last resolution (those that left it
+// follow them in the list).
+func (s *endpointSet) live() []*endpoint {
+	for i, e := range s.list {
+		if e.draining {
+			return s.list[:i]
+		}
+	}
+	return s.list
 }
 
 // usable reports whether a live endpoint other than those ejected at now
@@ -228,9 +314,9 @@ func (s *endpointSet) stats(now time.Time) []route.EndpointStats {
 	out := make([]route.EndpointStats, len(s.list))
 	for i, e := range s.list {
 		out[i] = route.EndpointStats{Addr: e.addr, Open: e.open, Dials: e.dials, DialFailures: e.failures,
-			Draining: e.draining}
+			Draining: e.draining, Ejections: e.ejections}
 		if e.ejected(now) {
-			out[i].EjectedUntil = e.ejectedUntil
+			out[i].EjectedUntil, out[i].EjectedBy = e.ejectedUntil, e.ejectedBy
 		}
 	}
 	return out

@@ -59,6 +59,10 @@ type PoolConfig struct {
 	Resolver   conn.Resolver
 	DNSRefresh time.Duration
 
+	// Outlier ejects endpoints whose exchanges keep failing (RouteConfig's;
+	// defaults filled); nil = none.
+	Outlier *OutlierPolicy
+
 	System *actor.ActorSystem // nil = the pool makes and owns its own
 	// LoggerFactory is the protoactor logger of an actor system the pool
 	// makes (actor.WithLoggerFactory).
@@ -173,6 +177,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			Supervision:        supervision,
 			Fault:              cfg.Fault,
 			Endpoints:          p.endpointsConfig(),
+			Outlier:            cfg.Outlier,
 		},
 		MaxConnsTotal:   cfg.MaxConnsTotal,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -33,6 +34,9 @@ type epFixture struct {
 
 	gates sync.Map // "/hold/N" -> chan struct{}: closed to answer batch N
 	batch atomic.Int64
+	// sick, when set, answers instead of "ok" on the addresses it reports
+	// true for (the outlier tests: a 503, a reset).
+	sick atomic.Pointer[func(a netip.Addr, w http.ResponseWriter) bool]
 }
 
 // newEPFixture serves on addrs, sets the resolver to them and starts a pool
@@ -90,6 +94,11 @@ func (f *epFixture) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ch.(chan struct{}):
 		case <-r.Context().Done():
+			return
+		}
+	}
+	if sick := f.sick.Load(); sick != nil {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && (*sick)(la.AddrPort().Addr().Unmap(), w) {
 			return
 		}
 	}

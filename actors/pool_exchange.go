@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/connactor/connactor/conn"
@@ -37,6 +38,30 @@ type Exchange struct {
 	exReply  wait.Ticket[conn.ExchangeResponse]
 	released Released
 	h2body   h2.Body // the response body of its HTTP/2 stream (stream)
+	// failed says the response head was a 5xx (ExchangeFailed), written by
+	// the goroutine that saw the head (sawHead). The exchange can end (done)
+	// before that goroutine has the head (a response without a body ends on
+	// the connection's side first, and the connection may run on another
+	// goroutine): order says which came first, and the second sends the
+	// Released, so that it carries the head's outcome.
+	failed bool
+	order  atomic.Uint32 // 0, headFirst or endedFirst
+}
+
+// What came first of an exchange's head and its end (Exchange.order).
+const (
+	headFirst  = 1
+	endedFirst = 2
+)
+
+// sawHead records the response head's outcome for the Released, and sends
+// the Released if the exchange already ended (done came first).
+func (x *Exchange) sawHead(resp *http.Response) {
+	x.failed = headFailed(resp)
+	if !x.order.CompareAndSwap(0, headFirst) {
+		x.released.ExchangeFailed = x.failed
+		x.route.post(&x.released)
+	}
 }
 
 // Lease obtains a connection of the call's route (or a stream of an HTTP/2
@@ -161,13 +186,15 @@ func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 		r, _, _ = x.exReply.Result()
 	}
 	if r.Err != nil {
-		x.release(Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed)})
+		x.release(Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed),
+			ExchangeFailed: exchangeFailed(r.Err)})
 		return nil, r.Err
 	}
 	if r.Resp.TLS == nil {
 		r.Resp.TLS = x.got.TLSState
 	}
 	x.early = r.Early
+	x.sawHead(r.Resp)
 	return r.Resp, nil
 }
 
@@ -188,9 +215,11 @@ func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 		resp, err = x.got.H2.RoundTripBody(req, x, &x.h2body) // x is the stream's h2.Ender (StreamEnded)
 	}
 	if err != nil {
-		x.release(Released{Reusable: true}) // the stream is over; the connection reports its own fate
+		// The stream is over; the connection reports its own fate.
+		x.release(Released{Reusable: true, ExchangeFailed: exchangeFailed(err)})
 		return nil, err
 	}
+	x.sawHead(resp)
 	return resp, nil
 }
 
@@ -207,7 +236,13 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
-	x.release(Released{Reusable: reusable, Idle: idle})
+	// Before the head's goroutine has it, sawHead sends this Released, with
+	// the head's outcome; after, it is sent here.
+	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle}
+	if !x.order.CompareAndSwap(0, endedFirst) {
+		x.released.ExchangeFailed = x.failed
+		x.route.post(&x.released)
+	}
 	x.p.admission.Release()
 	x.tel.ExchangeDone()
 }

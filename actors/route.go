@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -43,6 +44,10 @@ type RouteConfig struct {
 	// over the addresses it resolves to (endpoints.go); nil = every dial
 	// goes by name.
 	Endpoints *EndpointsConfig
+	// Outlier, when set (its defaults filled), ejects an endpoint whose
+	// exchanges keep failing (route_outlier.go); nil = endpoints are
+	// ejected only when dials to them fail.
+	Outlier *outlier.Policy
 
 	// waitTimers lends the routes their long-wait timers (route_wait.go):
 	// one pool per client, since each timer sends through the client's actor
@@ -134,6 +139,7 @@ type Route struct {
 	// h2Limit is the stream limit the route's server last announced
 	// (SETTINGS; 0 = none yet): a new connection's until its own arrive.
 	h2Limit int
+	spread  h2Spread // HTTP/2 over the host's addresses (route_h2_spread.go)
 
 	// Callers: the FIFO of those who wait (route_wait.go).
 	waiters      WaitQueue[*wait.Ticket[Lease], waiter]

@@ -59,6 +59,9 @@ func (r *Route) wantConns(ctx actor.Context) {
 // asked for beyond what its waiters need: they gave up while it waited.
 func (r *Route) withdrawPermits(ctx actor.Context) {
 	excess := r.permitsPending - r.withdrawing - max(0, r.waiters.Len()-r.dialing)
+	if r.spread.permit {
+		excess-- // a spread dial's: no waiter needs it
+	}
 	if r.closed || excess <= 0 {
 		return
 	}
@@ -70,7 +73,8 @@ func (r *Route) withdrawPermits(ctx actor.Context) {
 // more or the route was told to shed since it asked.
 func (r *Route) onPermit(ctx actor.Context) {
 	r.permitsPending--
-	if r.closed || r.shed || r.waiters.Len() <= r.dialing || len(r.conns) >= r.cfg.MaxConnsPerRoute {
+	spread := r.spreadPermit() // a spread dial's (route_h2_spread.go): nobody waits for it
+	if r.closed || r.shed || (r.waiters.Len() <= r.dialing && !spread) || len(r.conns) >= r.cfg.MaxConnsPerRoute {
 		ctx.Send(r.sup, &PermitReturned{From: r.self})
 		return
 	}

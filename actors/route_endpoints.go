@@ -30,7 +30,7 @@ type routeEndpoints struct {
 // newRouteEndpoints returns the endpoints of route k.
 func newRouteEndpoints(k route.Key, cfg *RouteConfig) routeEndpoints {
 	_, port, on := endpointsTarget(k, cfg)
-	return routeEndpoints{on: on, port: port}
+	return routeEndpoints{on: on, port: port, set: endpointSet{outlier: cfg.Outlier}}
 }
 
 // awaiting reports whether the route waits for its host's first lookup: it
@@ -185,6 +185,7 @@ func (r *Route) endpointClosed(cs *connState) {
 func (r *Route) endpointStats() []route.EndpointStats {
 	st := r.eps.set.stats(r.clock())
 	for i := range st {
+		st[i].Streams = r.endpointStreams(r.eps.set.list[i])
 		for _, cs := range r.conns {
 			if cs.ep == nil || cs.ep.addr != st[i].Addr {
 				continue

@@ -15,12 +15,13 @@ import (
 // connection is shared capacity: it counts once against MaxConnsPerRoute and
 // MaxConnsTotal, is leased while it carries streams and idle (on the idle
 // list, for LRU eviction and expiry) while it carries none. A lease goes to
-// the connection with the most free streams. The route opens another
-// connection only when every connection it has is full (never, with
+// the connection with the fewest streams in flight. The route opens another
+// connection for waiters only when every connection it has is full (never, with
 // StrictMaxConcurrentRequests, while one is usable), one dial at a time
 // (golang/go#27044, #34941), and while a dial's protocol is not known yet it
 // dials one at a time too, so that a cold burst does not open a connection
-// per request (golang/go#39389).
+// per request (golang/go#39389). Over a host's addresses, it also keeps a
+// connection per address as load needs them (route_h2_spread.go).
 
 // dialProto is what the route's dials give: unknown until the first dial.
 type dialProto uint8
@@ -53,26 +54,32 @@ func (r *Route) dialsH2() bool {
 	return r.h2Possible && r.dialProto != protoH1
 }
 
-// h2WithRoom returns the HTTP/2 connection with the most free streams, but
-// avoid; nil when none has room. Idle connections due for retirement are
-// closed as it meets them, as popIdle does.
+// h2WithRoom returns the HTTP/2 connection with room for a stream and the
+// fewest streams in flight (least outstanding: the streams of a host spread
+// over the connections to its addresses, route_h2_spread.go), among as few
+// the most recently leased (a lone caller keeps to one connection, and the
+// others stay idle, to expire), but avoid; nil when none has room. Idle
+// connections due for retirement are closed as it meets them, as popIdle
+// does.
 func (r *Route) h2WithRoom(ctx actor.Context, avoid uint64) *connState {
 	if r.dialProto != protoH2 {
 		return nil
 	}
 	now := r.clock()
-	var best *connState
-	bestRoom := 0
+	var best *http2Conn
 	for _, h := range r.h2 {
 		cs := h.cs
-		if cs.id == avoid || cs.phase == phaseIdle && r.closeIfDue(ctx, cs, now) {
+		if cs.id == avoid || cs.phase == phaseIdle && r.closeIfDue(ctx, cs, now) || r.h2Room(h, now) <= 0 {
 			continue
 		}
-		if room := r.h2Room(h, now); room > bestRoom {
-			best, bestRoom = cs, room
+		if best == nil || h.n < best.n || h.n == best.n && cs.leasedAt.After(best.cs.leasedAt) {
+			best = h
 		}
 	}
-	return best
+	if best == nil {
+		return nil
+	}
+	return best.cs
 }
 
 // learnH2Limit keeps the stream limit h's server announced (SETTINGS), when
@@ -147,8 +154,10 @@ func (r *Route) h2Room(h *http2Conn, now time.Time) int {
 // neither onLease nor a stream's end served them.
 func (r *Route) wantH2Conns(ctx actor.Context) {
 	if r.waiters.Len() == 0 {
+		r.wantH2Spread(ctx) // a connection per address, as load needs (route_h2_spread.go)
 		return
 	}
+	r.spread.leased = false // callers wait: the rule below dials for them
 	now := r.clock()
 	usable := 0
 	for _, h := range r.h2 {

@@ -155,6 +155,7 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 		return
 	}
 	r.recordOutcome(cs, m)
+	r.exchangeOutcome(ctx, cs, m) // the outlier rule (route_outlier.go)
 	cs.proto.released(ctx, r, cs, m)
 }
 
@@ -219,6 +220,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	}
 	cs.proto.granted(cs)
 	r.toLeased(cs, now, false)
+	r.streamGranted(cs)
 	return true
 }
 

@@ -100,14 +100,19 @@ type DialTiming struct {
 // (the route learns the server's idle timeout from it); Failed says the
 // connection actor failed during the exchange (conn.ErrConnActorFailed), so
 // the close is recorded as an error whichever of this and the actor's
-// Terminated reaches the route first. Each lease sends its own Released,
-// never changed after it is sent.
+// Terminated reaches the route first. ExchangeFailed says the server
+// failed the exchange, for the outlier rule: its response head was a 5xx,
+// or it ended in an error after the lease that says so (exchangeFailed);
+// the lease holder, which saw the head or the error, sets it. Each lease
+// sends its own Released, never changed after it is sent.
 type Released struct {
 	ConnID   uint64
 	Reusable bool
 	Stale    bool
 	Failed   bool
 	Idle     time.Duration
+
+	ExchangeFailed bool
 }
 
 // PermitGranted is sent by the supervisor to a route that asked for a

@@ -49,7 +49,8 @@ func (r *Route) deadlines(cs *connState, idle bool, now time.Time) [4]retirement
 // retireReason says whether cs must retire at now, and why; "" when it may
 // serve on. The rules, in the order it names them: the client closes; its
 // lifetime is over; it has served, with the streams it carries,
-// MaxRequestsPerConn; its address left the resolved set; and, for a
+// MaxRequestsPerConn; its address left the resolved set; its address is
+// held out for failed exchanges (route_outlier.go); and, for a
 // connection idle since cs.idleSince (idle: on the idle list, on offer, or
 // an offer given back), the server's Keep-Alive timeout, MaxIdleTime and the
 // learned idle timeout. A connection in use is never cut: one that carries
@@ -68,6 +69,9 @@ func (r *Route) retireReason(cs *connState, idle bool, now time.Time) route.Clos
 	}
 	if cs.ep != nil && cs.ep.draining {
 		return route.ReasonEndpointGone
+	}
+	if cs.ep != nil && r.heldForExchanges(cs.ep, now) {
+		return route.ReasonEjected
 	}
 	for _, rt := range rs[1:] {
 		if due(rt, now) {

@@ -156,6 +156,11 @@ type Config struct {
 	// the service does, after closing the client.
 	Fleet actors.FleetBudget
 
+	// Outlier ejects an address of a route's host whose exchanges keep
+	// failing (README, "Sick endpoints"): nil = addresses are ejected only
+	// when dials to them fail.
+	Outlier *OutlierPolicy
+
 	fault actors.FaultHook // fault injection (tests of this package only)
 }
 
@@ -253,6 +258,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("MaxConnsPerRoute (%d) exceeds MaxConnsTotal (%d)", cfg.MaxConnsPerRoute, cfg.MaxConnsTotal)
 	}
 	if err := cfg.fleetDefaults(); err != nil {
+		return bad("%v", err)
+	}
+	if err := cfg.outlierDefaults(); err != nil {
 		return bad("%v", err)
 	}
 	if cfg.Logger == nil {

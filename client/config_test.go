@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,5 +39,27 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 	if c.cfg.MaxConnsPerRoute != 4 || c.cfg.MaxConcurrentRequests != DefaultMaxConcurrentRequests ||
 		c.cfg.DNSRefresh != DefaultDNSRefresh {
 		t.Fatalf("defaults: %+v", c.cfg)
+	}
+}
+
+// Config.Outlier refuses values out of range, naming the field, and fills
+// its defaults in a copy: the caller's policy is left as it was.
+func TestOutlierPolicyIsValidatedAndFilledInACopy(t *testing.T) {
+	for name, p := range map[string]OutlierPolicy{
+		"ConsecutiveFailures": {ConsecutiveFailures: -1},
+		"MaxEjectedPercent":   {MaxEjectedPercent: 101},
+	} {
+		_, err := Config{Outlier: &p}.withDefaults()
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%+v: %v, want ErrInvalidConfig naming %s", p, err, name)
+		}
+	}
+	mine := &OutlierPolicy{MaxEjectedPercent: 20}
+	cfg, err := Config{Outlier: mine}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.Outlier != (OutlierPolicy{ConsecutiveFailures: 5, MaxEjectedPercent: 20}) || *mine != (OutlierPolicy{MaxEjectedPercent: 20}) {
+		t.Fatalf("filled %+v, caller's %+v: want the default run of 5 in a copy", *cfg.Outlier, *mine)
 	}
 }

@@ -149,3 +149,50 @@ func TestTheEndpointGaugeShowsEachAddressesOpenConnections(t *testing.T) {
 	o.c.CloseIdleConnections()
 	waitFor(t, "the gauge at 0 for both addresses", func() bool { return open(addrs[0]) == 0 && open(addrs[1]) == 0 })
 }
+
+// Config.Outlier reaches the routes: an address that answers 503 is ejected
+// for its exchanges once it has failed ConsecutiveFailures of them, and
+// RouteStats says so (Ejections, EjectedBy) while the other serves.
+func TestOutlierEjectsAnAddressAnswering503(t *testing.T) {
+	if !loopbacks.Available() {
+		t.Skip("SKIPPED: this machine cannot listen on 127.0.0.2 (Linux routes all of 127.0.0.0/8 to loopback; elsewhere, add the addresses)")
+	}
+	good, sick := loopbacks.Addr(2), loopbacks.Addr(3)
+	srv, err := loopbacks.Start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && la.AddrPort().Addr() == sick {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}), loopbacks.Options{}, good, sick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	res := &loopbacks.Resolver{}
+	res.Set(good, sick)
+	url := fmt.Sprintf("http://svc.test:%d/", srv.Port())
+	c := newClient(t, Config{Resolver: res, Outlier: &OutlierPolicy{ConsecutiveFailures: 2}})
+	var e EndpointStats
+	for i := 0; e.Ejections == 0; i++ { // each new connection goes to either address: the sick one's second ejects it
+		if i == 200 {
+			t.Fatalf("no ejection after 200 requests, each on a new connection: %+v", c.Stats().Routes)
+		}
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		resp, err := c.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		for _, x := range c.Stats().Routes[0].Endpoints {
+			if x.Addr == srv.AddrPort(sick) {
+				e = x
+			}
+		}
+	}
+	if e.Ejections != 1 || e.DialFailures != 0 || srv.Counts()[sick].Requests != 2 {
+		t.Fatalf("the sick address's endpoint %+v after %d requests to it, want one ejection after 2", e, srv.Counts()[sick].Requests)
+	}
+}

@@ -19,9 +19,12 @@ type Stats = actors.Stats
 type RouteStats = route.Stats
 
 // EndpointStats is one address of a route's host (RouteStats.Endpoints):
-// the route's connections to it open, leased and idle, its dials and failed
-// dials, and whether it is ejected (EjectedUntil: its dials failed, and it is
-// left alone until then) or draining (it left the host's answer).
+// the route's connections to it open, leased and idle, its HTTP/2 streams in
+// flight (Streams), its dials and failed dials, its ejections for failed
+// exchanges (Ejections, Config.Outlier), and whether it is ejected
+// (EjectedUntil: its dials or, with EjectedBy "exchanges", its exchanges
+// failed, and it is left alone until then) or draining (it left the host's
+// answer).
 type EndpointStats = route.EndpointStats
 
 // ClosedConn is one recent connection close of a route: when, why (Reason is

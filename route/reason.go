@@ -26,4 +26,6 @@ const (
 	ReasonGoAway         CloseReason = "goaway"          // HTTP/2: the server's GOAWAY, after the last stream
 	ReasonRefusedStreams CloseReason = "refused_streams" // HTTP/2: the server refused two streams
 	ReasonPingTimeout    CloseReason = "ping_timeout"    // HTTP/2: the health check's PING went unanswered
+
+	ReasonEjected CloseReason = "endpoint_ejected" // its address was ejected for failed exchanges (Config.Outlier)
 )

@@ -85,9 +85,9 @@ type Stats struct {
 // EndpointStats is one address of a route's endpoints (Stats.Endpoints): its
 // connections open (dialing included), leased and idle, the dials made to it
 // and how many failed to connect since the route started, and its state.
-// EjectedUntil is zero unless dials to it failed and the route leaves it
-// alone until then (a back-off, 1 s doubling to 30 s, jittered) while others
-// remain; Draining says it left the resolved set: its connections close as
+// EjectedUntil is zero unless dials to it (or, with an outlier policy, its
+// exchanges: EjectedBy) failed and the route leaves it alone until then (a
+// back-off, 1 s doubling to 30 s, jittered) while others remain; Draining says it left the resolved set: its connections close as
 // they come free, and no new one goes to it.
 type EndpointStats struct {
 	Addr         netip.AddrPort `json:"addr"`
@@ -98,6 +98,16 @@ type EndpointStats struct {
 	DialFailures int64          `json:"dialFailures"`
 	EjectedUntil time.Time      `json:"ejectedUntil,omitzero"`
 	Draining     bool           `json:"draining,omitempty"`
+
+	// The outlier rule (Config.Outlier) and HTTP/2's spread. EjectedBy says
+	// which rule started the back-off EjectedUntil shows: "dials" (its dials
+	// failed to connect) or "exchanges" (its last exchanges failed: 5xx
+	// heads or errors after the lease); "" while it is not ejected.
+	// Ejections counts its ejections for failed exchanges since the route
+	// started. Streams is the HTTP/2 streams in flight to it.
+	EjectedBy string `json:"ejectedBy,omitempty"`
+	Ejections uint64 `json:"ejections"`
+	Streams   int    `json:"streams"`
 }
 
 // State names the endpoint's state as the status page and String show it:
@@ -136,8 +146,19 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, "closed by reason: %v\n", s.ClosedBy)
 	}
 	for _, e := range s.Endpoints {
-		fmt.Fprintf(&b, "endpoint %s: %s, %d open (%d leased, %d idle), %d dials, %d failed\n",
-			e.Addr, e.State(), e.Open, e.Leased, e.Idle, e.Dials, e.DialFailures)
+		state := e.State()
+		if e.EjectedBy != "" {
+			state += " (its " + e.EjectedBy + " failed)"
+		}
+		fmt.Fprintf(&b, "endpoint %s: %s, %d open (%d leased, %d idle), %d dials, %d failed", e.Addr, state, e.Open,
+			e.Leased, e.Idle, e.Dials, e.DialFailures)
+		if e.Streams > 0 {
+			fmt.Fprintf(&b, ", %d streams", e.Streams)
+		}
+		if e.Ejections > 0 {
+			fmt.Fprintf(&b, ", ejected %d times for failed exchanges", e.Ejections)
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
 }

@@ -101,23 +101,23 @@ func connactorResolved(name string, cfg client.Config) endpointClient {
 	}}
 }
 
-// sickClients are the clients of the sick-endpoint scenario.
+// sickClients are the clients of the sick-endpoint scenario: net/http,
+// connactor as it comes, and connactor ejecting outliers (Config.Outlier,
+// its defaults: five failed exchanges in a row eject an address).
 func sickClients(callers int) []endpointClient {
 	return []endpointClient{
 		netHTTPRoundRobin(callers),
 		connactorResolved("connactor", client.Config{MaxConnsPerRoute: callers}),
-		// Outlier ejection: once the route carries Config.Outlier, add
-		//
-		//	connactorResolved("connactor+outlier", client.Config{MaxConnsPerRoute: callers,
-		//		Outlier: &client.OutlierPolicy{}}),
-		//
-		// here: the sick address's share should fall to the trickle its
-		// back-off lets through.
+		connactorResolved("connactor+outlier", client.Config{MaxConnsPerRoute: callers,
+			Outlier: &client.OutlierPolicy{}}),
 	}
 }
 
 // spreadClients are the clients of the HTTP/2 spread scenario, each with
-// its defaults but for the round-robin dialer.
+// its defaults but for the round-robin dialer: net/http keeps one HTTP/2
+// connection per host, to the address its first dial reached; connactor
+// keeps one per address as load needs them, and sends each stream to the
+// connection with the fewest in flight.
 func spreadClients(callers int) []endpointClient {
 	return []endpointClient{
 		netHTTPRoundRobin(callers),

@@ -12,9 +12,9 @@
 //     callers. Each address's share of the requests.
 //
 // Each compares net/http (with a round-robin dialer where there are several
-// addresses) with connactor. The hedged and outlier-ejecting variants of
-// connactor are marked in tail.go and endpoints.go, to add once the route
-// carries them.
+// addresses) with connactor; the sick scenario also runs connactor with
+// outlier ejection (Config.Outlier). The hedged variant of connactor is
+// marked in tail.go, to add once the route carries it.
 //
 //	go run ./cmd/tail                       # all three, 10 s a client each
 //	go run ./cmd/tail -duration 2s -svg docs/bench
