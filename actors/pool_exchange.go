@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -34,6 +35,21 @@ type Exchange struct {
 	exReply  wait.Ticket[conn.ExchangeResponse]
 	released Released
 	h2body   h2.Body // the response body of its HTTP/2 stream (stream)
+
+	// Hedging (pool_hedge.go). latency is the time from the write (wrote)
+	// to the response head, when the pool measures it (Released.Latency). An
+	// attempt of a hedged request has its own context, whose cancel it calls
+	// when its exchange ends; hedged says it is a hedge (not the request's
+	// first attempt); quiet says it has not won (yet): its end tells the
+	// request's telemetry nothing, and endedQuiet records that it ended
+	// meanwhile, for the winner whose exchange ended before it won.
+	wrote      time.Time
+	latency    time.Duration
+	cancel     context.CancelFunc
+	hedged     bool
+	unwritten  bool // its exchange failed before anything was written: a hedge not sent
+	quiet      bool
+	endedQuiet bool
 }
 
 // Lease obtains a connection of the call's route (or a stream of an HTTP/2
@@ -138,10 +154,16 @@ func (x *Exchange) Early() error { return x.early }
 func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
+	if x.p.measure {
+		x.wrote = time.Now()
+	}
 	if x.got.H2 != nil {
 		resp, err = x.stream(req)
 	} else {
 		resp, err = x.exchange(req)
+	}
+	if err == nil && x.p.measure && x.latency == 0 {
+		x.latency = time.Since(x.wrote)
 	}
 	if err == nil && x.gzip {
 		gunzip(resp)
@@ -158,6 +180,8 @@ func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 		r, _, _ = x.exReply.Result()
 	}
 	if r.Err != nil {
+		var ee *conn.ExchangeError
+		x.unwritten = errors.As(r.Err, &ee) && !ee.Written
 		x.release(Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed)})
 		return nil, r.Err
 	}
@@ -198,14 +222,24 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
-	x.release(Released{Reusable: reusable, Idle: idle})
+	if x.latency == 0 && !x.wrote.IsZero() {
+		x.latency = time.Since(x.wrote) // a response without a body ends its exchange before its head is returned
+	}
+	x.release(Released{Reusable: reusable, Idle: idle, Latency: x.latency})
 	x.p.admission.Release()
+	if x.cancel != nil {
+		x.cancel() // the attempt's own context, whose exchange is over
+	}
+	if x.quiet {
+		x.endedQuiet = true // a hedged request's attempt that has not won: the race tells the telemetry
+		return
+	}
 	x.tel.ExchangeDone()
 }
 
 // release sends the lease's one Released: m, for the lease's connection.
 func (x *Exchange) release(m Released) {
-	m.ConnID = x.got.ConnID
+	m.ConnID, m.Hedge = x.got.ConnID, x.hedged && !x.unwritten
 	x.released = m
 	x.route.post(&x.released)
 }

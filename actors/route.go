@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/actors/hedge"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -43,6 +44,9 @@ type RouteConfig struct {
 	// over the addresses it resolves to (endpoints.go); nil = every dial
 	// goes by name.
 	Endpoints *EndpointsConfig
+	// Hedge, when set, is the hedging policy (with its defaults) whose
+	// state each route keeps (route_hedge.go); nil = no hedging.
+	Hedge *hedge.Policy
 
 	// waitTimers lends the routes their long-wait timers (route_wait.go):
 	// one pool per client, since each timer sends through the client's actor
@@ -92,6 +96,11 @@ type routePublished struct {
 	// refused (ErrRouteClosed) or whose route's Done closed: they ask the
 	// supervisor for the route again instead of failing.
 	Reclaimed atomic.Bool
+	// HedgeDelay is the route's hedge delay measured at the policy's
+	// percentile (ns; 0 = not known yet, or a fixed Delay). Read by callers,
+	// who arm their hedge timer with it; the route decides each hedge again
+	// when asked (route_hedge.go).
+	HedgeDelay atomic.Int64
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -157,6 +166,7 @@ type Route struct {
 
 	// Policies the route holds, fed by its messages.
 	learner idleLearner // the server's idle timeout, learned from its closes (policy.go)
+	hedge   routeHedge  // hedged requests: latency, budget, counts (route_hedge.go)
 
 	// Statistics (route_stats.go). The lease counters are written by the
 	// transitions only (toLeased, toFree).
@@ -189,6 +199,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
+		r.hedge.policy = cfg.Hedge
 		return r
 	}
 }
@@ -226,6 +237,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onIdleBroken(ctx, m)
 	case *OfferDeclined:
 		r.onOfferDeclined(ctx, m)
+	case *HedgeWon:
+		r.hedge.wins++
 	case *conn.Recycled:
 		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:

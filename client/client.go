@@ -81,6 +81,7 @@ func New(cfg Config) (*Client, error) {
 		Logger:                 cfg.Logger,
 		Tel:                    c.tel,
 		Fault:                  cfg.fault,
+		Hedge:                  cfg.hedgePolicy(),
 	}
 	if cfg.Fleet != nil {
 		pc.StartFleet, pc.StopFleet = c.startFleet, c.stopFleet

@@ -156,6 +156,13 @@ type Config struct {
 	// the service does, after closing the client.
 	Fleet actors.FleetBudget
 
+	// Hedge sends a further attempt of a request whose response head is
+	// late, on another connection of its route, and takes the first
+	// response head (README, "Hedged requests"); nil = no hedging. Only
+	// idempotent requests whose body can be sent again are hedged, and
+	// never those made with WithoutHedge.
+	Hedge *HedgePolicy
+
 	fault actors.FaultHook // fault injection (tests of this package only)
 }
 
@@ -253,6 +260,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("MaxConnsPerRoute (%d) exceeds MaxConnsTotal (%d)", cfg.MaxConnsPerRoute, cfg.MaxConnsTotal)
 	}
 	if err := cfg.fleetDefaults(); err != nil {
+		return bad("%v", err)
+	}
+	if err := cfg.hedgeDefaults(); err != nil {
 		return bad("%v", err)
 	}
 	if cfg.Logger == nil {
