@@ -33,6 +33,10 @@ import (
 //   - When every attempt fails, the first attempt's error is returned (its
 //     Exchange decides a replay, as without hedging).
 
+// HedgePolicy is the policy of PoolConfig.Hedge (package hedge's Policy,
+// named here for the client, which imports no policy package).
+type HedgePolicy = hedge.Policy
+
 // noHedge is the context key of WithoutHedge.
 type noHedge struct{}
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/actors"
-	"github.com/connactor/connactor/actors/hedge"
 )
 
 // HedgePolicy says when a request is hedged (Config.Hedge): when its
@@ -59,11 +58,11 @@ func (cfg *Config) hedgeDefaults() error {
 }
 
 // hedgePolicy is Hedge as the pool takes it, with its defaults; nil without.
-func (cfg *Config) hedgePolicy() *hedge.Policy {
+func (cfg *Config) hedgePolicy() *actors.HedgePolicy {
 	if cfg.Hedge == nil {
 		return nil
 	}
-	p := hedge.Policy{Delay: cfg.Hedge.Delay, Percentile: cfg.Hedge.Percentile, MaxAttempts: cfg.Hedge.MaxAttempts,
+	p := actors.HedgePolicy{Delay: cfg.Hedge.Delay, Percentile: cfg.Hedge.Percentile, MaxAttempts: cfg.Hedge.MaxAttempts,
 		Budget: cfg.Hedge.Budget}.WithDefaults()
 	return &p
 }

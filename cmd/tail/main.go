@@ -12,9 +12,9 @@
 //     callers. Each address's share of the requests.
 //
 // Each compares net/http (with a round-robin dialer where there are several
-// addresses) with connactor. The hedged and outlier-ejecting variants of
-// connactor are marked in tail.go and endpoints.go, to add once the route
-// carries them.
+// addresses) with connactor; tail also with connactor hedging at the route's
+// p95 (Config.Hedge). The outlier-ejecting variant of connactor is marked in
+// endpoints.go, to add once the route carries it.
 //
 //	go run ./cmd/tail                       # all three, 10 s a client each
 //	go run ./cmd/tail -duration 2s -svg docs/bench
