@@ -115,7 +115,8 @@ var tailQuantiles = []struct {
 // printTail writes the tail scenario's table.
 func printTail(w io.Writer, o tailOptions, rows []tailRow) {
 	fmt.Fprintf(w, "\nTail: %d closed-loop callers for %v; the server answers in %v, one request in %d after %v more"+
-		" (connactor: MaxConnsPerRoute %d)\n", o.callers, o.duration, o.work, o.stallEvery, o.stall, o.callers)
+		" (connactor: MaxConnsPerRoute %d; with Hedge at the route's p95, %d)\n", o.callers, o.duration, o.work,
+		o.stallEvery, o.stall, o.callers, 2*o.callers)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "client\tsent\tfailed\t")
 	for _, q := range tailQuantiles {
