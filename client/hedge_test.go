@@ -11,6 +11,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/connactor/connactor/telemetry"
 )
 
 // hedgeServer answers its first request only once that request's context
@@ -340,5 +345,52 @@ func TestHedgePolicyIsValidatedAndDefaulted(t *testing.T) {
 		if _, err := New(Config{Hedge: &p}); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%+v: %v, want ErrInvalidConfig", p, err)
 		}
+	}
+}
+
+func TestEachAttemptOfAHedgedRequestIsAChildSpanAndHedgesAndWinsAreCounted(t *testing.T) {
+	s := newHedgeServer(1)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	o := newObserved(t, Config{Hedge: fixedHedge})
+	resp, err := o.c.RoundTrip(newGet(t, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	var request sdktrace.ReadOnlySpan
+	var attempts []sdktrace.ReadOnlySpan
+	for _, sp := range o.spans.Ended() {
+		if sp.Name() == "attempt" {
+			attempts = append(attempts, sp)
+		} else {
+			request = sp
+		}
+	}
+	if request == nil || len(attempts) != 2 {
+		t.Fatalf("spans: request %v, %d attempts; want one request span and two attempts", request != nil, len(attempts))
+	}
+	hedged := 0
+	for _, a := range attempts {
+		if a.Parent().SpanID() != request.SpanContext().SpanID() {
+			t.Fatal("an attempt's span is not a child of the request's")
+		}
+		if attrsOf(a)[telemetry.AttrHedge].AsBool() {
+			hedged++
+			if a.Status().Code == codes.Error {
+				t.Fatalf("the hedge won, yet its span says %q", a.Status().Description)
+			}
+		} else if a.Status().Code != codes.Error {
+			t.Fatal("the first attempt lost, yet its span has no error status")
+		}
+	}
+	if hedged != 1 {
+		t.Fatalf("%d attempts marked %s, want 1", hedged, telemetry.AttrHedge)
+	}
+	ms := o.collect(t)
+	if h, w := sumOf(ms, telemetry.MetricHedges), sumOf(ms, telemetry.MetricHedgeWins); h != 1 || w != 1 {
+		t.Fatalf("%s %d, %s %d; want 1 and 1", telemetry.MetricHedges, h, telemetry.MetricHedgeWins, w)
 	}
 }
