@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/connactor/connactor/internal/testkit/loopbacks"
 	"github.com/connactor/connactor/telemetry"
 )
 
@@ -392,5 +395,59 @@ func TestEachAttemptOfAHedgedRequestIsAChildSpanAndHedgesAndWinsAreCounted(t *te
 	ms := o.collect(t)
 	if h, w := sumOf(ms, telemetry.MetricHedges), sumOf(ms, telemetry.MetricHedgeWins); h != 1 || w != 1 {
 		t.Fatalf("%s %d, %s %d; want 1 and 1", telemetry.MetricHedges, h, telemetry.MetricHedgeWins, w)
+	}
+}
+
+func TestAHedgeGoesToAnotherAddressOfTheHostWhenOneIsUp(t *testing.T) {
+	if !loopbacks.Available() {
+		t.Skip("SKIPPED: this machine cannot listen on 127.0.0.2 (Linux routes all of 127.0.0.0/8 to loopback; elsewhere, add the addresses)")
+	}
+	const warm = 4 // connections opened first, spread over both addresses
+	var seen atomic.Int64
+	var mu sync.Mutex
+	at := map[int64]string{} // request number -> the address that served it
+	barrier := make(chan struct{})
+	srv, err := loopbacks.Start(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := seen.Add(1)
+		mu.Lock()
+		at[n] = r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()
+		mu.Unlock()
+		switch {
+		case n == warm:
+			close(barrier)
+		case n < warm:
+			<-barrier
+		case n == warm+1:
+			<-r.Context().Done() // the first attempt of the hedged request
+		}
+	}), loopbacks.Options{}, loopbacks.Addrs(2, 3)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	res := &loopbacks.Resolver{}
+	res.Set(loopbacks.Addrs(2, 3)...)
+	url := fmt.Sprintf("http://svc.test:%d/", srv.Port())
+	c := newClient(t, Config{Resolver: res, Hedge: fixedHedge})
+	var wg sync.WaitGroup
+	for range warm { // not hedged: the barrier holds them longer than the delay
+		wg.Go(func() {
+			resp, err := c.RoundTrip(requestCtx(WithoutHedge(context.Background()), url))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	waitIdle(t, c, warm)
+	get(t, c, url)
+	mu.Lock()
+	first, hedge := at[warm+1], at[warm+2]
+	mu.Unlock()
+	if hedge == "" || first == hedge {
+		t.Fatalf("the first attempt went to %s and the hedge to %q: want another address", first, hedge)
 	}
 }
