@@ -239,7 +239,7 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 
 // release sends the lease's one Released: m, for the lease's connection.
 func (x *Exchange) release(m Released) {
-	m.ConnID, m.Hedge = x.got.ConnID, x.hedged && !x.unwritten
+	m.ConnID, m.Hedge, m.Unsent = x.got.ConnID, x.hedged, x.unwritten
 	x.released = m
 	x.route.post(&x.released)
 }

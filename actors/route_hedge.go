@@ -107,9 +107,10 @@ func (r *Route) hedgeRoom(ctx actor.Context, avoid []uint64) (*connState, bool) 
 }
 
 // hedgeConn returns an idle HTTP/1.1 connection (the most recently used)
-// or the HTTP/2 connection with the most free streams, not one of avoid:
-// one to an endpoint none of avoid's goes to when there is one, or else any.
-// nil when there is none.
+// or the HTTP/2 connection with the most free streams: one to an endpoint
+// none of avoid's goes to when there is one, or else another connection
+// than avoid's, or else (HTTP/2) another stream of one of avoid's. nil when
+// there is none.
 func (r *Route) hedgeConn(ctx actor.Context, avoid []uint64) *connState {
 	now := r.clock()
 	avoided := func(cs *connState) (conn, ep bool) {
@@ -123,33 +124,42 @@ func (r *Route) hedgeConn(ctx actor.Context, avoid []uint64) *connState {
 		}
 		return false, ep
 	}
-	var best, other *connState
 	if r.proto == protoH2 {
-		bestRoom, otherRoom := 0, 0
+		// Ranked: another endpoint (2), another connection (1), another
+		// stream of the same connection (0); then by free streams.
+		var pick *connState
+		pickRank, pickRoom := -1, 0
 		for _, h := range r.h2 {
 			cs := h.cs
-			c, ep := avoided(cs)
-			if c || cs.phase == phaseIdle && r.closeIfDue(ctx, cs, now) {
+			if cs.phase == phaseIdle && r.closeIfDue(ctx, cs, now) {
 				continue
 			}
 			room := r.h2Room(h, now)
-			if ep && room > otherRoom {
-				other, otherRoom = cs, room
-			} else if !ep && room > bestRoom {
-				best, bestRoom = cs, room
-			}
-		}
-	} else {
-		for i := len(r.idle) - 1; i >= 0 && best == nil; i-- { // closing r.idle[i] leaves r.idle[:i] as it was
-			cs := r.idle[i]
-			if !cs.proto.exclusive() || r.closeIfDue(ctx, cs, now) {
+			if room <= 0 {
 				continue
 			}
-			if _, ep := avoided(cs); !ep {
-				best = cs
-			} else if other == nil {
-				other = cs
+			rank := 2
+			if c, ep := avoided(cs); c {
+				rank = 0
+			} else if ep {
+				rank = 1
 			}
+			if rank > pickRank || rank == pickRank && room > pickRoom {
+				pick, pickRank, pickRoom = cs, rank, room
+			}
+		}
+		return pick
+	}
+	var best, other *connState
+	for i := len(r.idle) - 1; i >= 0 && best == nil; i-- { // closing r.idle[i] leaves r.idle[:i] as it was
+		cs := r.idle[i]
+		if !cs.proto.exclusive() || r.closeIfDue(ctx, cs, now) {
+			continue
+		}
+		if _, ep := avoided(cs); !ep {
+			best = cs
+		} else if other == nil {
+			other = cs
 		}
 	}
 	if best != nil {
@@ -168,10 +178,11 @@ func (r *Route) hedgeReleased(m *Released) {
 		return
 	}
 	now := r.clock()
-	if m.Hedge {
-		h.sent++
-	} else {
+	switch {
+	case !m.Hedge:
 		h.budget.Request(now)
+	case !m.Unsent:
+		h.sent++
 	}
 	if m.Latency <= 0 || h.policy.Delay > 0 {
 		return

@@ -128,11 +128,12 @@ type Released struct {
 	Failed   bool
 	Idle     time.Duration
 	// Hedge and Latency feed the route's hedging (route_hedge.go): Hedge
-	// says the lease was a hedged attempt (Stats.Hedges; the others count
-	// as the route's requests in its hedge budget); Latency is the time
-	// from the request's write to its response head (0 = not measured, or
-	// no head).
+	// says the lease was a hedged attempt (Stats.Hedges counts those not
+	// Unsent: failed before anything was written; the others count as the
+	// route's requests in its hedge budget); Latency is the time from the
+	// request's write to its response head (0 = not measured, or no head).
 	Hedge   bool
+	Unsent  bool
 	Latency time.Duration
 }
 
