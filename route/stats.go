@@ -146,6 +146,9 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, "endpoint %s: %s, %d open (%d leased, %d idle), %d dials, %d failed\n",
 			e.Addr, e.State(), e.Open, e.Leased, e.Idle, e.Dials, e.DialFailures)
 	}
+	if s.Hedges > 0 {
+		fmt.Fprintf(&b, "hedged attempts: %d, of which %d won\n", s.Hedges, s.HedgeWins)
+	}
 	return b.String()
 }
 
