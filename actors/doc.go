@@ -61,7 +61,10 @@
 // sends LeaseCancelled: the route drops it from the FIFO and takes back a
 // lease that crossed the cancel. Replays (a stale re-used HTTP/1.1
 // connection, a refused HTTP/2 stream) are new attempts of the same Call
-// (Exchange.Replay says which are safe).
+// (Exchange.Replay says which are safe). So are hedged attempts
+// (pool_hedge.go): the caller races them on goroutines of its own and asks
+// the route for each with a LeaseRequest carrying a HedgeAsk, which the
+// route serves or refuses at once (route_hedge.go).
 //
 // # Requests and events
 //
@@ -71,7 +74,8 @@
 // the requests, with their answers:
 //
 //	RouteRequest          supervisor: the route's handle
-//	LeaseRequest          route: a Lease (or the dial's error, a policy's)
+//	LeaseRequest          route: a Lease (or the dial's error, a policy's; for
+//	                      a hedged attempt, a HedgeRefused at once)
 //	conn.ExchangeRequest  connection: the response head
 //	StatsRequest          supervisor: its counts and its routes
 //	RouteStatsRequest     route: its snapshot (route.Stats)
@@ -86,7 +90,7 @@
 //	conn.RecycleRequest   conn.Recycled (or the actor stops itself)
 //
 // Everything else is an event, with no reply: LeaseCancelled, Released,
-// OfferDeclined, PermitReturned, ConnClosed, RoomWanted, ExpiryTicked,
+// HedgeWon, OfferDeclined, PermitReturned, ConnClosed, RoomWanted, ExpiryTicked,
 // LongWaitNoticed, conn.WatchIdle, conn.IdleBroken, conn.StreamsChanged,
 // conn.DrainStarted, conn.H2Closed, the endpoints' EndpointsWatched,
 // EndpointsUnwatched, EndpointsResolved and ResolveSoon, and the fleet

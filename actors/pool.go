@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sourcegraph/conc"
 
+	"github.com/connactor/connactor/actors/hedge"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -72,6 +73,10 @@ type PoolConfig struct {
 	Fault         FaultHook            // fault injection (tests only)
 	Now           func() time.Time     // the route actors' clock; nil = time.Now (tests fake it)
 
+	// Hedge is the hedging policy, with its defaults (hedge.Policy's
+	// WithDefaults); nil = no request is hedged (pool_hedge.go).
+	Hedge *hedge.Policy
+
 	// StartFleet starts the node's fleet budget keeper before the supervisor,
 	// told the supervisor's PID to be, and returns the keeper's PID; nil = no
 	// fleet budget. StopFleet gives the shares back once every connection has
@@ -95,6 +100,9 @@ type Pool struct {
 	routeOpt  route.Options
 	tel       *telemetry.Telemetry
 	fleet     bool // a fleet keeper runs (PoolConfig.StartFleet)
+	// measure: exchanges measure their latency from write to head for their
+	// route's hedge delay (PoolConfig.Hedge with a measured delay).
+	measure bool
 
 	routes sync.Map     // route.Key -> *routeHandle: the supervisor's answers, until their route stops (forgetRoute)
 	owned  []*actor.PID // actors the owner spawned here (Spawn), stopped by Close before the supervisor
@@ -119,6 +127,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		supMB: mailbox.New(SupervisorInlineBudget)}
 	p.life, p.cancelLife = context.WithCancel(context.Background())
 	p.home = wait.NewHome(p.wg.Go, p.life.Done()) // ends with the pool's life
+	p.measure = cfg.Hedge != nil && cfg.Hedge.Delay == 0 && cfg.Hedge.MaxAttempts > 1
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
 		tlsCfg = &tls.Config{}
@@ -178,6 +187,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			Fault:              cfg.Fault,
 			Endpoints:          p.endpointsConfig(),
 			Outlier:            cfg.Outlier,
+			Hedge:              cfg.Hedge,
 		},
 		MaxConnsTotal:   cfg.MaxConnsTotal,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -46,6 +47,21 @@ type Exchange struct {
 	// Released, so that it carries the head's outcome.
 	failed bool
 	order  atomic.Uint32 // 0, headFirst or endedFirst
+
+	// Hedging (pool_hedge.go). latency is the time from the write (wrote)
+	// to the response head, when the pool measures it (Released.Latency). An
+	// attempt of a hedged request has its own context, whose cancel it calls
+	// when its exchange ends; hedged says it is a hedge (not the request's
+	// first attempt); quiet says it has not won (yet): its end tells the
+	// request's telemetry nothing, and endedQuiet records that it ended
+	// meanwhile, for the winner whose exchange ended before it won.
+	wrote      time.Time
+	latency    time.Duration
+	cancel     context.CancelFunc
+	hedged     bool
+	unwritten  bool // its exchange failed before anything was written: a hedge not sent
+	quiet      bool
+	endedQuiet bool
 }
 
 // What came first of an exchange's head and its end (Exchange.order).
@@ -54,13 +70,17 @@ const (
 	endedFirst = 2
 )
 
-// sawHead records the response head's outcome for the Released, and sends
-// the Released if the exchange already ended (done came first).
+// sawHead records the response head's outcome and, when the pool measures
+// it, its latency for the Released, and sends the Released if the exchange
+// already ended (done came first).
 func (x *Exchange) sawHead(resp *http.Response) {
 	x.failed = headFailed(resp)
+	if x.p.measure && x.latency == 0 {
+		x.latency = time.Since(x.wrote)
+	}
 	if !x.order.CompareAndSwap(0, headFirst) {
-		x.released.ExchangeFailed = x.failed
-		x.route.post(&x.released)
+		x.released.ExchangeFailed, x.released.Latency = x.failed, x.latency
+		x.post(&x.released)
 	}
 }
 
@@ -166,6 +186,9 @@ func (x *Exchange) Early() error { return x.early }
 func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
+	if x.p.measure {
+		x.wrote = time.Now()
+	}
 	if x.got.H2 != nil {
 		resp, err = x.stream(req)
 	} else {
@@ -186,6 +209,8 @@ func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 		r, _, _ = x.exReply.Result()
 	}
 	if r.Err != nil {
+		var ee *conn.ExchangeError
+		x.unwritten = errors.As(r.Err, &ee) && !ee.Written
 		x.release(Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed),
 			ExchangeFailed: exchangeFailed(r.Err)})
 		return nil, r.Err
@@ -237,19 +262,26 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 		x.trace.PutIdleConn(nil)
 	}
 	// Before the head's goroutine has it, sawHead sends this Released, with
-	// the head's outcome; after, it is sent here.
-	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle}
+	// the head's outcome and latency; after, it is sent here.
+	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle, Hedge: x.hedged, Unsent: x.unwritten}
 	if !x.order.CompareAndSwap(0, endedFirst) {
-		x.released.ExchangeFailed = x.failed
-		x.route.post(&x.released)
+		x.released.ExchangeFailed, x.released.Latency = x.failed, x.latency
+		x.post(&x.released)
 	}
 	x.p.admission.Release()
+	if x.cancel != nil {
+		x.cancel() // the attempt's own context, whose exchange is over
+	}
+	if x.quiet {
+		x.endedQuiet = true // a hedged request's attempt that has not won: the race tells the telemetry
+		return
+	}
 	x.tel.ExchangeDone()
 }
 
 // release sends the lease's one Released: m, for the lease's connection.
 func (x *Exchange) release(m Released) {
-	m.ConnID = x.got.ConnID
+	m.ConnID, m.Hedge, m.Unsent = x.got.ConnID, x.hedged, x.unwritten
 	x.released = m
 	x.post(&x.released)
 }

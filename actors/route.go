@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/connactor/connactor/actors/outlier"
+	"github.com/connactor/connactor/actors/hedge"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -48,6 +49,9 @@ type RouteConfig struct {
 	// exchanges keep failing (route_outlier.go); nil = endpoints are
 	// ejected only when dials to them fail.
 	Outlier *outlier.Policy
+	// Hedge, when set, is the hedging policy (with its defaults) whose
+	// state each route keeps (route_hedge.go); nil = no hedging.
+	Hedge *hedge.Policy
 
 	// waitTimers lends the routes their long-wait timers (route_wait.go):
 	// one pool per client, since each timer sends through the client's actor
@@ -97,6 +101,11 @@ type routePublished struct {
 	// refused (ErrRouteClosed) or whose route's Done closed: they ask the
 	// supervisor for the route again instead of failing.
 	Reclaimed atomic.Bool
+	// HedgeDelay is the route's hedge delay measured at the policy's
+	// percentile (ns; 0 = not known yet, or a fixed Delay). Read by callers,
+	// who arm their hedge timer with it; the route decides each hedge again
+	// when asked (route_hedge.go).
+	HedgeDelay atomic.Int64
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -163,6 +172,7 @@ type Route struct {
 
 	// Policies the route holds, fed by its messages.
 	learner idleLearner // the server's idle timeout, learned from its closes (policy.go)
+	hedge   routeHedge  // hedged requests: latency, budget, counts (route_hedge.go)
 
 	// Statistics (route_stats.go). The lease counters are written by the
 	// transitions only (toLeased, toFree).
@@ -195,6 +205,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
+		r.hedge.policy = cfg.Hedge
 		return r
 	}
 }
@@ -232,6 +243,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onIdleBroken(ctx, m)
 	case *OfferDeclined:
 		r.onOfferDeclined(ctx, m)
+	case *HedgeWon:
+		r.hedge.wins++
 	case *conn.Recycled:
 		r.spares.recycled(m.PID)
 	case *conn.StreamsChanged:

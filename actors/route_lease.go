@@ -22,6 +22,10 @@ func (r *Route) onLease(ctx actor.Context, m *LeaseRequest) {
 	if m.Ticket.Done() {
 		return // gave up before we got to it; its LeaseCancelled follows
 	}
+	if m.Hedge != nil {
+		r.onHedgeLease(ctx, m) // served at once, or after a dial it makes room for, or refused
+		return
+	}
 	if r.leaseNow(ctx, m) {
 		return
 	}
@@ -144,6 +148,7 @@ func (r *Route) dequeued(w waiter) queuedAt {
 }
 
 func (r *Route) onReleased(ctx actor.Context, m *Released) {
+	r.hedgeReleased(m)
 	cs := r.conns[m.ConnID]
 	if cs == nil {
 		return // closed meanwhile (client close)

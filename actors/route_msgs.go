@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/connactor/connactor/actors/hedge"
 	"github.com/connactor/connactor/conn/h2"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
@@ -34,7 +35,25 @@ type LeaseRequest struct {
 	// HTTP/2 connection that just refused this request (GOAWAY,
 	// REFUSED_STREAM), whose drain the route may not know of yet.
 	Avoid uint64
+	// Hedge, when set, asks for a hedged attempt (route_hedge.go): the
+	// route serves it only with room under its limits and its hedge budget,
+	// and otherwise refuses it at once (*HedgeRefused) rather than queue it.
+	Hedge *HedgeAsk
 }
+
+// HedgeAsk is what a LeaseRequest for a hedged attempt says of its request:
+// the attempts written so far and when the latest was (the delay counts
+// from that write), and the connections they went on (the hedge goes to
+// another endpoint than theirs when one is up).
+type HedgeAsk struct {
+	Attempts hedge.Attempts
+	Conns    []uint64
+}
+
+// HedgeWon is sent by the caller to the route when a hedged attempt's
+// response head came first (the request's response is the hedge's). No
+// reply: the route counts it (Stats.HedgeWins).
+type HedgeWon struct{}
 
 // Undelivered answers a LeaseRequest that reached the route's mailbox after
 // the route stopped.
@@ -113,6 +132,15 @@ type Released struct {
 	Idle     time.Duration
 
 	ExchangeFailed bool
+
+	// Hedge and Latency feed the route's hedging (route_hedge.go): Hedge
+	// says the lease was a hedged attempt (Stats.Hedges counts those not
+	// Unsent: failed before anything was written; the others count as the
+	// route's requests in its hedge budget); Latency is the time from the
+	// request's write to its response head (0 = not measured, or no head).
+	Hedge   bool
+	Unsent  bool
+	Latency time.Duration
 }
 
 // PermitGranted is sent by the supervisor to a route that asked for a

@@ -93,5 +93,6 @@ func (r *Route) stats() routeReport {
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 		Endpoints: r.endpointStats(), ResolvedAt: r.eps.at, ResolveErr: r.eps.err,
+		Hedges: r.hedge.sent, HedgeWins: r.hedge.wins,
 	}}
 }

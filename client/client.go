@@ -82,6 +82,7 @@ func New(cfg Config) (*Client, error) {
 		Tel:                    c.tel,
 		Fault:                  cfg.fault,
 		Outlier:                cfg.outlierPolicy(),
+		Hedge:                  cfg.hedgePolicy(),
 	}
 	if cfg.Fleet != nil {
 		pc.StartFleet, pc.StopFleet = c.startFleet, c.stopFleet

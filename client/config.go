@@ -161,6 +161,13 @@ type Config struct {
 	// when dials to them fail.
 	Outlier *OutlierPolicy
 
+	// Hedge sends a further attempt of a request whose response head is
+	// late, on another connection of its route, and takes the first
+	// response head (README, "Hedged requests"); nil = no hedging. Only
+	// idempotent requests whose body can be sent again are hedged, and
+	// never those made with WithoutHedge.
+	Hedge *HedgePolicy
+
 	fault actors.FaultHook // fault injection (tests of this package only)
 }
 
@@ -261,6 +268,9 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("%v", err)
 	}
 	if err := cfg.outlierDefaults(); err != nil {
+		return bad("%v", err)
+	}
+	if err := cfg.hedgeDefaults(); err != nil {
 		return bad("%v", err)
 	}
 	if cfg.Logger == nil {

@@ -103,7 +103,7 @@ func (c *Client) send(call *actors.Call, req *http.Request, tel *telemetry.Reque
 				return nil, nil, err
 			}
 		}
-		resp, err := x.RoundTrip(req)
+		resp, err := call.RoundTrip(x, req) // hedged when Config.Hedge says so (actors/pool_hedge.go)
 		if err == nil {
 			return resp, x.Early(), nil
 		}

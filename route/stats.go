@@ -80,6 +80,13 @@ type Stats struct {
 	Endpoints  []EndpointStats `json:"endpoints,omitempty"`
 	ResolvedAt time.Time       `json:"resolvedAt,omitzero"`
 	ResolveErr string          `json:"resolveErr,omitempty"`
+
+	// Hedged requests (client's Config.Hedge; both zero without it).
+	// Hedges counts hedged attempts written to a connection or stream (the
+	// first attempt of a request is no hedge); HedgeWins, requests whose
+	// response came from a hedged attempt.
+	Hedges    uint64 `json:"hedges"`
+	HedgeWins uint64 `json:"hedgeWins"`
 }
 
 // EndpointStats is one address of a route's endpoints (Stats.Endpoints): its
@@ -159,6 +166,9 @@ func (s Stats) String() string {
 			fmt.Fprintf(&b, ", ejected %d times for failed exchanges", e.Ejections)
 		}
 		b.WriteByte('\n')
+	}
+	if s.Hedges > 0 {
+		fmt.Fprintf(&b, "hedged attempts: %d, of which %d won\n", s.Hedges, s.HedgeWins)
 	}
 	return b.String()
 }

@@ -136,3 +136,16 @@ func TestStatsPrintTheirEndpointsOneALine(t *testing.T) {
 		t.Errorf("table:\n%s\nwant its last lines:\n%s", s, strings.Join(want, "\n"))
 	}
 }
+
+// String ends with the route's hedged attempts, when it made any.
+func TestStatsPrintTheirHedgesWhenThereWereAny(t *testing.T) {
+	s := Stats{Route: "http://svc.test:80", Hedges: 7, HedgeWins: 3}
+	lines := strings.Split(strings.TrimSpace(s.String()), "\n")
+	if want := "hedged attempts: 7, of which 3 won"; lines[len(lines)-1] != want {
+		t.Errorf("table:\n%s\nwant its last line %q", s, want)
+	}
+	s.Hedges, s.HedgeWins = 0, 0
+	if strings.Contains(s.String(), "hedged") {
+		t.Errorf("no hedge, yet:\n%s", s)
+	}
+}

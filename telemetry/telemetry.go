@@ -55,6 +55,10 @@ const (
 	MetricFleetShare     = "connactor.fleet.share"               // gauge: this node's share of a route's fleet-wide budget (Config.Fleet)
 	MetricEndpointOpen   = "connactor.endpoint.open_connections" // gauge by network.peer.address and port: connections open or dialing to each address of a route's host
 	MetricFleetRenewal   = "connactor.fleet.renewal.duration"    // histogram, s: one renewal with a budget host (ask, renew or give back), by error.type when it failed
+
+	// Hedged requests (Config.Hedge).
+	MetricHedges    = "connactor.request.hedges"     // counter: hedged attempts sent
+	MetricHedgeWins = "connactor.request.hedge_wins" // counter: requests whose response came from a hedged attempt
 )
 
 // Attribute keys and span event names of connactor's own.
@@ -74,6 +78,12 @@ const (
 	EventReused       = "connactor.connection.reused"
 	EventRetry        = "connactor.retry"
 	EventRetryRefused = "connactor.retry_refused" // the retry budget refused a replay
+
+	// AttrHedge is set on the span of each attempt of a hedged request:
+	// true for a hedged attempt, false for the request's first;
+	// AttrAttempt numbers them from 0.
+	AttrHedge   = attribute.Key("connactor.hedge")
+	AttrAttempt = attribute.Key("connactor.attempt")
 )
 
 // Config says where telemetry goes. Zero fields mean the OpenTelemetry globals.
@@ -120,6 +130,8 @@ type Telemetry struct {
 	dialErrors   metric.Int64Counter
 	retries      metric.Int64Counter
 	retryRefused metric.Int64Counter
+	hedges       metric.Int64Counter
+	hedgeWins    metric.Int64Counter
 	rejected     metric.Int64Counter
 	failFast     metric.Int64ObservableGauge
 	learnedIdle  metric.Float64ObservableGauge
@@ -218,6 +230,12 @@ func New(cfg Config) *Telemetry {
 	check(err)
 	t.retryRefused, err = m.Int64Counter(MetricRetriesRefused, metric.WithUnit("{request}"),
 		metric.WithDescription("Replays refused because retries exceeded the retry budget."))
+	check(err)
+	t.hedges, err = m.Int64Counter(MetricHedges, metric.WithUnit("{request}"),
+		metric.WithDescription("Hedged attempts sent: a further attempt of a request whose response head was late."))
+	check(err)
+	t.hedgeWins, err = m.Int64Counter(MetricHedgeWins, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests whose response came from a hedged attempt."))
 	check(err)
 	t.rejected, err = m.Int64Counter(MetricLeaseRejected, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests refused by a route's policy: full wait queue, or failing fast."))

@@ -12,9 +12,9 @@
 //     callers. Each address's share of the requests.
 //
 // Each compares net/http (with a round-robin dialer where there are several
-// addresses) with connactor; the sick scenario also runs connactor with
-// outlier ejection (Config.Outlier). The hedged variant of connactor is
-// marked in tail.go, to add once the route carries it.
+// addresses) with connactor; tail also with connactor hedging at the route's
+// p95 (Config.Hedge), sick also with connactor ejecting outliers
+// (Config.Outlier).
 //
 //	go run ./cmd/tail                       # all three, 10 s a client each
 //	go run ./cmd/tail -duration 2s -svg docs/bench
