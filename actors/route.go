@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/actors/hedge"
+	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/mailbox"
 	"github.com/connactor/connactor/internal/wait"
