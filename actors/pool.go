@@ -38,6 +38,11 @@ type PoolConfig struct {
 	FailFast              FailFast
 	ExpiryInterval        time.Duration // how often the supervisor looks for expired idle connections
 
+	// Overload control (route_overload.go): each route's adaptive limit
+	// (nil = fixed) and the queue target it sheds above (0 = off).
+	Adaptive    *AdaptiveLimit
+	QueueTarget time.Duration
+
 	DialTimeout            time.Duration
 	TLSConfig              *tls.Config // nil = system roots; cloned, with a session cache added when it has none
 	TLSHandshakeTimeout    time.Duration
@@ -104,6 +109,14 @@ type Pool struct {
 	closeOnce  sync.Once
 }
 
+// now is the pool's clock: the route actors' (PoolConfig.Now).
+func (p *Pool) now() time.Time {
+	if p.cfg.Now != nil {
+		return p.cfg.Now()
+	}
+	return time.Now()
+}
+
 // NewPool starts a pool's supervisor actor (in cfg.System, or in an actor
 // system of its own). It fails only when the fleet keeper does not start;
 // nothing is left running then.
@@ -168,6 +181,8 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			Supervision:        supervision,
 			Fault:              cfg.Fault,
 			Endpoints:          p.endpointsConfig(),
+			Adaptive:           cfg.Adaptive,
+			QueueTarget:        cfg.QueueTarget,
 		},
 		MaxConnsTotal:   cfg.MaxConnsTotal,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ type Exchange struct {
 	exReply  wait.Ticket[conn.ExchangeResponse]
 	released Released
 	h2body   h2.Body // the response body of its HTTP/2 stream (stream)
+	// sample is the exchange's latency sample for its route's adaptive
+	// limit (Released): measured on this goroutine, sent with the release.
+	sample Released
 }
 
 // Lease obtains a connection of the call's route (or a stream of an HTTP/2
@@ -67,6 +71,9 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	case errors.Is(err, ErrQueueFull):
 		return nil, fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",
 			ErrQueueFull, p.cfg.MaxPendingPerRoute, key, l.target())
+	case errors.Is(err, ErrOverloaded):
+		return nil, fmt.Errorf("%w: waited longer than QueueTarget (%v) on %s while its queue stood, for %s",
+			ErrOverloaded, p.cfg.QueueTarget, key, l.target())
 	case errors.Is(err, ErrRouteUnavailable):
 		return nil, &wrapped{err: fmt.Errorf("%w: %s, for %s", ErrRouteUnavailable, key, l.target()), cause: err}
 	case err != nil:
@@ -151,12 +158,14 @@ func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 	x.exReq = conn.ExchangeRequest{ConnID: x.got.ConnID, Req: req, Reused: x.got.Reused, AcceptGzip: x.gzip, Reply: &x.exReply, Done: x}
+	x.writing()
 	x.got.Inbox.PostUserMessage(&x.exReq)
 	r, _, ok := x.exReply.Result()
 	if !ok {
 		<-x.exReply.Ready() // the connection actor, or its mailbox, answers
 		r, _, _ = x.exReply.Result()
 	}
+	x.headed(req, r.Err)
 	if r.Err != nil {
 		x.release(Released{Stale: errors.Is(r.Err, conn.ErrStaleConn), Failed: errors.Is(r.Err, conn.ErrConnActorFailed)})
 		return nil, r.Err
@@ -177,7 +186,9 @@ func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 	if x.gzip {
 		req = withGzip(req)
 	}
+	x.writing()
 	resp, err := x.got.H2.RoundTripBody(req, x, &x.h2body) // x is the stream's h2.Ender (StreamEnded)
+	x.headed(req, err)
 	if err != nil {
 		x.release(Released{Reusable: true}) // the stream is over; the connection reports its own fate
 		return nil, err
@@ -203,8 +214,33 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 	x.tel.ExchangeDone()
 }
 
-// release sends the lease's one Released: m, for the lease's connection.
+// writing notes when the exchange's write begins, for a route with an
+// adaptive limit (its sample's Written).
+func (x *Exchange) writing() {
+	if x.p.cfg.Adaptive != nil {
+		x.sample = Released{Written: x.p.now(), InFlight: x.got.InFlight}
+	}
+}
+
+// headed notes when the exchange's response head arrived (err nil), or that
+// its caller's deadline ended it before: the sample's Head, or its TimedOut.
+// Any other failure teaches the limit nothing.
+func (x *Exchange) headed(req *http.Request, err error) {
+	switch {
+	case x.sample.Written.IsZero():
+	case err == nil:
+		x.sample.Head = x.p.now()
+	case errors.Is(req.Context().Err(), context.DeadlineExceeded):
+		x.sample.Head, x.sample.TimedOut = x.p.now(), true
+	default:
+		x.sample = Released{}
+	}
+}
+
+// release sends the lease's one Released: m, for the lease's connection,
+// with the exchange's latency sample.
 func (x *Exchange) release(m Released) {
+	m.Written, m.Head, m.TimedOut, m.InFlight = x.sample.Written, x.sample.Head, x.sample.TimedOut, x.sample.InFlight
 	m.ConnID = x.got.ConnID
 	x.released = m
 	x.route.post(&x.released)

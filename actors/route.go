@@ -44,6 +44,12 @@ type RouteConfig struct {
 	// goes by name.
 	Endpoints *EndpointsConfig
 
+	// Overload control (route_overload.go). Adaptive: each route sets its
+	// own limit on its requests in flight (nil = fixed). QueueTarget: a
+	// route whose callers keep waiting longer sheds them (0 = off).
+	Adaptive    *AdaptiveLimit
+	QueueTarget time.Duration
+
 	// waitTimers lends the routes their long-wait timers (route_wait.go):
 	// one pool per client, since each timer sends through the client's actor
 	// system (and, under testing/synctest, belongs to its bubble). Set by
@@ -157,6 +163,7 @@ type Route struct {
 
 	// Policies the route holds, fed by its messages.
 	learner idleLearner // the server's idle timeout, learned from its closes (policy.go)
+	ov      overload    // the adaptive limit and the shedding of a standing queue (route_overload.go)
 
 	// Statistics (route_stats.go). The lease counters are written by the
 	// transitions only (toLeased, toFree).
@@ -189,6 +196,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
+		r.ov = newOverload(cfg, r.h2Possible)
 		return r
 	}
 }
@@ -246,6 +254,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.reclaimIfUnused(ctx, m.Now)
 	case *longWaitChecked:
 		r.onLongWaitChecked(ctx)
+	case *shedTicked:
+		r.onShedTicked()
 	case *CloseIdleRequest:
 		r.onCloseIdle(ctx, m)
 	case *RouteStatsRequest:
@@ -271,6 +281,9 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.handling = nil
+	r.shedStanding()
+	r.serveHeld(ctx)
+	r.armShedTick(ctx)
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()
@@ -327,6 +340,7 @@ func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
 	r.stopLongWait()
+	r.stopShedTick()
 	if r.handling != nil {
 		r.handling.Undelivered()
 		r.handling = nil

@@ -146,8 +146,8 @@ func (r *Route) h2Room(h *http2Conn, now time.Time) int {
 // the waiters that may take it: they queued behind one that avoids it, so
 // neither onLease nor a stream's end served them.
 func (r *Route) wantH2Conns(ctx actor.Context) {
-	if r.waiters.Len() == 0 {
-		return
+	if r.waiters.Len() == 0 || !r.hasRoom() {
+		return // the limit holds the waiters: a stream ending serves them
 	}
 	now := r.clock()
 	usable := 0
@@ -188,7 +188,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // retires it, or, draining on its own account, waits for its H2Closed.
 func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	cs := h.cs
-	for r.h2Room(h, now) > 0 {
+	for r.h2Room(h, now) > 0 && r.hasRoom() {
 		w, q, ok := r.nextWaiter(func(w waiter) bool { return w.req.Avoid != cs.id })
 		if !ok {
 			break

@@ -75,6 +75,11 @@ type Lease struct {
 	// outbox (no LeaseRequest): a lease the caller gives back untouched
 	// (LeaseCancelled) counts as no lease.
 	Offered bool
+	// InFlight is the route's requests in flight with this one when it was
+	// granted (0: the route has no adaptive limit, or the lease was taken
+	// from the outbox): the holder gives it back in its Released, for the
+	// limit's sample.
+	InFlight int
 }
 
 // OfferDeclined is sent by a caller to the route whose outbox it took an
@@ -108,6 +113,15 @@ type Released struct {
 	Stale    bool
 	Failed   bool
 	Idle     time.Duration
+
+	// The exchange's sample for the route's adaptive limit, measured by the
+	// holder on its own clock (the pool's, the route's too) when the route
+	// has one (zero otherwise): Written is when its write began, Head when
+	// its response head arrived or, with TimedOut, when its caller's
+	// deadline ended it before the head; InFlight is Lease.InFlight.
+	Written, Head time.Time
+	TimedOut      bool
+	InFlight      int
 }
 
 // PermitGranted is sent by the supervisor to a route that asked for a

@@ -89,5 +89,6 @@ func (r *Route) stats() routeReport {
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 		Endpoints: r.endpointStats(), ResolvedAt: r.eps.at, ResolveErr: r.eps.err,
+		Limit: r.limitNow(), InFlight: r.inFlight() - r.out.idle(), NoLoad: r.noLoad(), Shed: r.ov.shedN,
 	}}
 }

@@ -80,6 +80,17 @@ type Stats struct {
 	Endpoints  []EndpointStats `json:"endpoints,omitempty"`
 	ResolvedAt time.Time       `json:"resolvedAt,omitzero"`
 	ResolveErr string          `json:"resolveErr,omitempty"`
+
+	// Overload control. Limit is the route's limit on its requests in
+	// flight now (with Adaptive, the one it chose; without, its fixed
+	// limit: MaxConnsPerRoute, or on HTTP/2 the streams its connections
+	// allow); InFlight, its requests in flight (leases plus HTTP/2
+	// streams); NoLoad, the no-load latency it measured (0 without
+	// Adaptive); Shed, the callers refused with ErrOverloaded (QueueTarget).
+	Limit    int           `json:"limit"`
+	InFlight int           `json:"inFlight"`
+	NoLoad   time.Duration `json:"noLoad"`
+	Shed     uint64        `json:"shed"`
 }
 
 // EndpointStats is one address of a route's endpoints (Stats.Endpoints): its
