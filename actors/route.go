@@ -98,6 +98,9 @@ type routePublished struct {
 	// refused (ErrRouteClosed) or whose route's Done closed: they ask the
 	// supervisor for the route again instead of failing.
 	Reclaimed atomic.Bool
+	// Limit is the route's limit on its requests in flight (limitNow).
+	// Read by the pool gauges.
+	Limit atomic.Int32
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list

@@ -220,7 +220,7 @@ func (r *Route) shedStanding() {
 		r.waiters.Pop()
 		r.dequeued(w)
 		r.ov.shedN++
-		r.tel.LeaseRejected("overloaded")
+		r.tel.RequestShed()
 		w.req.Ticket.Reject(ErrOverloaded)
 	}
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ func (r *Route) publish() {
 	set32(&p.Spare, spare)
 	r.publishUnused(idle)
 	r.publishEndpoints()
+	set32(&p.Limit, int32(min(r.limitNow(), math.MaxInt32)))
 }
 
 // set32 and set64 store v into a when it holds another value. They are

@@ -37,10 +37,11 @@ func writeReport(w io.Writer, runs []*run) {
 
 // limits summarizes the route's limit as sampled: its median and the
 // server's mean holding (queued plus in service) in each phase, and how
-// long after the slowdown's end the limit was back to k (the server's
-// workers) or more. "" for a client without a limit in its Stats.
+// long after the slowdown's end the limit was back to its median of the
+// first phase. "" for a client without a limit in its Stats.
 func (r *run) limits() string {
 	var parts []string
+	first := -1
 	for i, p := range r.sch {
 		from, to := r.sch.start(i), r.sch.start(i)+p.duration
 		var lims []int
@@ -58,18 +59,21 @@ func (r *run) limits() string {
 			return ""
 		}
 		slices.Sort(lims)
+		if first < 0 {
+			first = lims[n/2]
+		}
 		parts = append(parts, fmt.Sprintf("%s limit %d (server holds %.1f)", p.name, lims[n/2], held/float64(n)))
 	}
 	back := "never"
 	if last := len(r.sch) - 1; last > 0 {
 		end := r.sch.start(last)
 		for _, s := range r.server {
-			if s.t >= end && s.limit >= r.k {
+			if s.t >= end && s.limit >= first {
 				back = ms(s.t - end)
 				break
 			}
 		}
-		parts = append(parts, fmt.Sprintf("limit back to k=%d %s after the slowdown", r.k, back))
+		parts = append(parts, fmt.Sprintf("limit back to %d %s after the slowdown", first, back))
 	}
 	return strings.Join(parts, ", ")
 }
