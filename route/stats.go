@@ -175,13 +175,15 @@ type statsJSON struct {
 	LearnedIdle  jsonsec.Duration `json:"learnedIdle"`
 	OldestLease  jsonsec.Duration `json:"oldestLease"`
 	FleetRenewal jsonsec.Duration `json:"fleetRenewal"`
+	NoLoad       jsonsec.Duration `json:"noLoad"`
 	ReuseRatio   float64          `json:"reuseRatio"` // Reuses / Leases; ignored when read
 }
 
 // MarshalJSON writes s with its durations in seconds and its reuse ratio.
 func (s Stats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statsJSON{plainStats: (*plainStats)(&s), LearnedIdle: jsonsec.Duration(s.LearnedIdle),
-		OldestLease: jsonsec.Duration(s.OldestLease), FleetRenewal: jsonsec.Duration(s.FleetRenewal), ReuseRatio: s.ReuseRatio()})
+		OldestLease: jsonsec.Duration(s.OldestLease), FleetRenewal: jsonsec.Duration(s.FleetRenewal), NoLoad: jsonsec.Duration(s.NoLoad),
+		ReuseRatio: s.ReuseRatio()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -191,7 +193,7 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	s.LearnedIdle, s.OldestLease = time.Duration(v.LearnedIdle), time.Duration(v.OldestLease)
-	s.FleetRenewal = time.Duration(v.FleetRenewal)
+	s.FleetRenewal, s.NoLoad = time.Duration(v.FleetRenewal), time.Duration(v.NoLoad)
 	return nil
 }
 
