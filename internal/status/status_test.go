@@ -154,7 +154,9 @@ func TestNoRouteIsAnEmptyListOfRoutes(t *testing.T) {
 func TestTheHistoryKeepsEachRoutesLimitOverTheWindow(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(d time.Duration, routes ...route.Stats) Status { return Status{Time: t0.Add(d), Routes: routes} }
-	a := func(limit, inFlight int) route.Stats { return route.Stats{Route: "a", Limit: limit, InFlight: inFlight} }
+	a := func(limit, inFlight int) route.Stats {
+		return route.Stats{Route: "a", Limit: limit, InFlight: inFlight}
+	}
 	h := &history{}
 	h.add(at(0, a(8, 3)))
 	h.add(at(500*time.Millisecond, a(8, 5))) // within a second of the last point: not kept
