@@ -219,7 +219,7 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	}
 	terms := Lease{Reused: cs.served > 0, IdleTime: idleFor, Waited: waited, QueuePos: q.pos, Dial: cs.dial}
 	if r.ov.lim != nil {
-		terms.InFlight = r.inFlight() + 1 // with this one
+		terms.InFlight = r.inFlight() + 1 - r.countedInFlight(cs) // with this one
 	}
 	if !w.Ticket.Deliver(cs.lease(terms)) {
 		return false

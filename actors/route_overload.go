@@ -123,6 +123,25 @@ func (r *Route) hasRoom() bool {
 	return r.ov.lim == nil || r.inFlight() < r.limitNow()
 }
 
+// hasRoomFor reports whether cs, an HTTP/1.1 connection that just came free
+// (released, dialed, or given back) and still counted in flight by
+// inFlight, may serve one more request: it carries none now.
+func (r *Route) hasRoomFor(cs *connState) bool {
+	if r.ov.lim == nil {
+		return true
+	}
+	return r.inFlight()-r.countedInFlight(cs) < r.limitNow()
+}
+
+// countedInFlight is 1 when inFlight counts cs itself (an HTTP/1.1
+// connection neither idle nor dialing), else 0.
+func (r *Route) countedInFlight(cs *connState) int {
+	if cs.proto.exclusive() && cs.phase != phaseIdle && cs.phase != phaseDialing {
+		return 1
+	}
+	return 0
+}
+
 // heldByLimit reports whether the adaptive limit is what holds the route's
 // callers: every request it allows is in flight, below the fixed limit.
 func (r *Route) heldByLimit() bool {

@@ -60,6 +60,11 @@ func TestTheAdaptiveLimitHoldsCallersInTheFIFO(t *testing.T) {
 	if w := p.pending(h, fourth); !w[0] {
 		t.Fatal("the fourth caller was served before a second release")
 	}
+	// Each lease says how many of the route's requests were in flight with
+	// it, for its sample: 1 and 2 for the first two, 2 for the third.
+	if held[0].InFlight+held[1].InFlight != 3 || got.InFlight != 2 {
+		t.Fatalf("leases in flight with them: %d, %d, then %d; want 1 and 2, then 2", held[0].InFlight, held[1].InFlight, got.InFlight)
+	}
 	// Ten times the no-load latency: the limit halves (by 0.5 at the most).
 	p.sampled(h, held[1], base.Add(time.Millisecond), 100*time.Millisecond)
 	if w := p.pending(h, fourth); !w[0] {
