@@ -122,8 +122,10 @@ func TestAShedRequestIsErrOverloadedAndNeverReachesTheServer(t *testing.T) {
 }
 
 // A route with Adaptive learns its no-load latency from its own requests
-// (their write to their response head, measured by the callers), starts at
-// its initial limit, and reports nothing in flight once they are done.
+// (their write to their response head, measured by the callers), keeps its
+// limit within Min and the initial limit (one request at a time never
+// raises it; a slower answer on a loaded machine may lower it), reports
+// nothing in flight once they are done, and its gauge says the same limit.
 func TestAnAdaptiveRouteMeasuresItsNoLoadLatency(t *testing.T) {
 	checkLeaks(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -141,11 +143,11 @@ func TestAnAdaptiveRouteMeasuresItsNoLoadLatency(t *testing.T) {
 		resp.Body.Close()
 	}
 	st := o.c.Stats().Routes[0]
-	if st.NoLoad < 2*time.Millisecond || st.Limit != 5 || st.InFlight != 0 || st.Max != 16 {
-		t.Fatalf("no-load %v, limit %d, in flight %d, max %d; want >= 2ms, 5, 0, 16", st.NoLoad, st.Limit, st.InFlight, st.Max)
+	if st.NoLoad < 2*time.Millisecond || st.Limit < 1 || st.Limit > 5 || st.InFlight != 0 || st.Max != 16 {
+		t.Fatalf("no-load %v, limit %d, in flight %d, max %d; want >= 2ms, in [1, 5], 0, 16", st.NoLoad, st.Limit, st.InFlight, st.Max)
 	}
-	if got, ok := gaugeOf(o.collect(t), telemetry.MetricRouteLimit); !ok || got != 5 {
-		t.Fatalf("%s = %d (reported %v), want 5", telemetry.MetricRouteLimit, got, ok)
+	if got, ok := gaugeOf(o.collect(t), telemetry.MetricRouteLimit); !ok || got != int64(st.Limit) {
+		t.Fatalf("%s = %d (reported %v), want %d", telemetry.MetricRouteLimit, got, ok, st.Limit)
 	}
 }
 
