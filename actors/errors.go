@@ -29,6 +29,11 @@ var ErrQueueFull error = &policyError{msg: "connactor: route's wait queue is ful
 // dial's error stays reachable with errors.As.
 var ErrRouteUnavailable error = &policyError{msg: "connactor: route unavailable: its dials keep failing", kind: "route_unavailable"}
 
+// ErrOverloaded rejects a caller that waited in its route's queue while the
+// queue stood longer than QueueTarget (the route sheds as CoDel does). It is
+// ErrNotSent: nothing of the request reached the server.
+var ErrOverloaded error = &policyError{msg: "connactor: route overloaded: its callers keep waiting longer than QueueTarget", kind: "overloaded"}
+
 // ErrInvalidRequest is returned (with ErrNotSent) for requests refused before
 // anything is written: nil request or URL, invalid method or Host, header
 // names or values with CR, LF or other invalid bytes. The message is

@@ -39,6 +39,11 @@ type PoolConfig struct {
 	FailFast              FailFast
 	ExpiryInterval        time.Duration // how often the supervisor looks for expired idle connections
 
+	// Overload control (route_overload.go): each route's adaptive limit
+	// (nil = fixed) and the queue target it sheds above (0 = off).
+	Adaptive    *AdaptiveLimit
+	QueueTarget time.Duration
+
 	DialTimeout            time.Duration
 	TLSConfig              *tls.Config // nil = system roots; cloned, with a session cache added when it has none
 	TLSHandshakeTimeout    time.Duration
@@ -101,7 +106,8 @@ type Pool struct {
 	tel       *telemetry.Telemetry
 	fleet     bool // a fleet keeper runs (PoolConfig.StartFleet)
 	// measure: exchanges measure their latency from write to head for their
-	// route's hedge delay (PoolConfig.Hedge with a measured delay).
+	// route's adaptive limit (PoolConfig.Adaptive) or its measured hedge
+	// delay (PoolConfig.Hedge without a fixed Delay): Released's sample.
 	measure bool
 
 	routes sync.Map     // route.Key -> *routeHandle: the supervisor's answers, until their route stops (forgetRoute)
@@ -119,6 +125,14 @@ type Pool struct {
 	closeOnce  sync.Once
 }
 
+// now is the pool's clock: the route actors' (PoolConfig.Now).
+func (p *Pool) now() time.Time {
+	if p.cfg.Now != nil {
+		return p.cfg.Now()
+	}
+	return time.Now()
+}
+
 // NewPool starts a pool's supervisor actor (in cfg.System, or in an actor
 // system of its own). It fails only when the fleet keeper does not start;
 // nothing is left running then.
@@ -127,7 +141,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		supMB: mailbox.New(SupervisorInlineBudget)}
 	p.life, p.cancelLife = context.WithCancel(context.Background())
 	p.home = wait.NewHome(p.wg.Go, p.life.Done()) // ends with the pool's life
-	p.measure = cfg.Hedge != nil && cfg.Hedge.Delay == 0 && cfg.Hedge.MaxAttempts > 1
+	p.measure = cfg.Adaptive != nil || cfg.Hedge != nil && cfg.Hedge.Delay == 0 && cfg.Hedge.MaxAttempts > 1
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
 		tlsCfg = &tls.Config{}
@@ -188,6 +202,8 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 			Endpoints:          p.endpointsConfig(),
 			Outlier:            cfg.Outlier,
 			Hedge:              cfg.Hedge,
+			Adaptive:           cfg.Adaptive,
+			QueueTarget:        cfg.QueueTarget,
 		},
 		MaxConnsTotal:   cfg.MaxConnsTotal,
 		MaxConnsPerHost: cfg.MaxConnsPerHost,

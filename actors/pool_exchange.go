@@ -48,15 +48,17 @@ type Exchange struct {
 	failed bool
 	order  atomic.Uint32 // 0, headFirst or endedFirst
 
-	// Hedging (pool_hedge.go). latency is the time from the write (wrote)
-	// to the response head, when the pool measures it (Released.Latency). An
-	// attempt of a hedged request has its own context, whose cancel it calls
-	// when its exchange ends; hedged says it is a hedge (not the request's
-	// first attempt); quiet says it has not won (yet): its end tells the
-	// request's telemetry nothing, and endedQuiet records that it ended
-	// meanwhile, for the winner whose exchange ended before it won.
-	wrote      time.Time
-	latency    time.Duration
+	// sample is the exchange's latency sample for its route's adaptive
+	// limit and hedge delay (Released): measured on the caller's goroutine,
+	// sent with the release.
+	sample Released
+
+	// Hedging (pool_hedge.go). An attempt of a hedged request has its own
+	// context, whose cancel it calls when its exchange ends; hedged says it
+	// is a hedge (not the request's first attempt); quiet says it has not won
+	// (yet): its end tells the request's telemetry nothing, and endedQuiet
+	// records that it ended meanwhile, for the winner whose exchange ended
+	// before it won.
 	cancel     context.CancelFunc
 	hedged     bool
 	unwritten  bool // its exchange failed before anything was written: a hedge not sent
@@ -70,16 +72,14 @@ const (
 	endedFirst = 2
 )
 
-// sawHead records the response head's outcome and, when the pool measures
-// it, its latency for the Released, and sends the Released if the exchange
-// already ended (done came first).
+// sawHead records the response head's outcome for the Released, and sends
+// the Released if the exchange already ended (done came first). The head's
+// time is in the sample already (headed).
 func (x *Exchange) sawHead(resp *http.Response) {
 	x.failed = headFailed(resp)
-	if x.p.measure && x.latency == 0 {
-		x.latency = time.Since(x.wrote)
-	}
 	if !x.order.CompareAndSwap(0, headFirst) {
-		x.released.ExchangeFailed, x.released.Latency = x.failed, x.latency
+		x.released.ExchangeFailed = x.failed
+		x.sample.addTo(&x.released)
 		x.post(&x.released)
 	}
 }
@@ -115,6 +115,9 @@ func (l *Call) Lease(fresh bool, avoid uint64) (*Exchange, error) {
 	case errors.Is(err, ErrQueueFull):
 		return nil, fmt.Errorf("%w: %d callers already wait on %s (MaxPendingPerRoute) for %s",
 			ErrQueueFull, p.cfg.MaxPendingPerRoute, key, l.target())
+	case errors.Is(err, ErrOverloaded):
+		return nil, fmt.Errorf("%w: waited longer than QueueTarget (%v) on %s while its queue stood, for %s",
+			ErrOverloaded, p.cfg.QueueTarget, key, l.target())
 	case errors.Is(err, ErrRouteUnavailable):
 		return nil, &wrapped{err: fmt.Errorf("%w: %s, for %s", ErrRouteUnavailable, key, l.target()), cause: err}
 	case err != nil:
@@ -186,9 +189,6 @@ func (x *Exchange) Early() error { return x.early }
 func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
-	if x.p.measure {
-		x.wrote = time.Now()
-	}
 	if x.got.H2 != nil {
 		resp, err = x.stream(req)
 	} else {
@@ -202,12 +202,14 @@ func (x *Exchange) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (x *Exchange) exchange(req *http.Request) (*http.Response, error) {
 	x.exReq = conn.ExchangeRequest{ConnID: x.got.ConnID, Req: req, Reused: x.got.Reused, AcceptGzip: x.gzip, Reply: &x.exReply, Done: x}
+	x.writing()
 	x.got.Inbox.PostUserMessage(&x.exReq)
 	r, _, ok := x.exReply.Result()
 	if !ok {
 		<-readyOf(x.p, x.foreign, &x.exReply) // the connection actor, or its mailbox, answers
 		r, _, _ = x.exReply.Result()
 	}
+	x.headed(req, r.Err)
 	if r.Err != nil {
 		var ee *conn.ExchangeError
 		x.unwritten = errors.As(r.Err, &ee) && !ee.Written
@@ -232,6 +234,7 @@ func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 	if x.gzip {
 		req = withGzip(req)
 	}
+	x.writing()
 	var resp *http.Response
 	var err error
 	if x.foreign {
@@ -239,6 +242,7 @@ func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 	} else {
 		resp, err = x.got.H2.RoundTripBody(req, x, &x.h2body) // x is the stream's h2.Ender (StreamEnded)
 	}
+	x.headed(req, err)
 	if err != nil {
 		// The stream is over; the connection reports its own fate.
 		x.release(Released{Reusable: true, ExchangeFailed: exchangeFailed(err)})
@@ -262,10 +266,11 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 		x.trace.PutIdleConn(nil)
 	}
 	// Before the head's goroutine has it, sawHead sends this Released, with
-	// the head's outcome and latency; after, it is sent here.
+	// the head's outcome and the latency sample; after, it is sent here.
 	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle, Hedge: x.hedged, Unsent: x.unwritten}
 	if !x.order.CompareAndSwap(0, endedFirst) {
-		x.released.ExchangeFailed, x.released.Latency = x.failed, x.latency
+		x.released.ExchangeFailed = x.failed
+		x.sample.addTo(&x.released)
 		x.post(&x.released)
 	}
 	x.p.admission.Release()
@@ -279,9 +284,40 @@ func (x *Exchange) done(reusable bool, idle time.Duration) {
 	x.tel.ExchangeDone()
 }
 
-// release sends the lease's one Released: m, for the lease's connection.
+// writing notes when the exchange's write begins, for a route that measures
+// its latency (an adaptive limit, or a measured hedge delay): its sample's
+// Written.
+func (x *Exchange) writing() {
+	if x.p.measure {
+		x.sample = Released{Written: x.p.now(), InFlight: x.got.InFlight}
+	}
+}
+
+// headed notes when the exchange's response head arrived (err nil), or that
+// its caller's deadline ended it before: the sample's Head, or its TimedOut.
+// Any other failure teaches the route nothing.
+func (x *Exchange) headed(req *http.Request, err error) {
+	switch {
+	case x.sample.Written.IsZero():
+	case err == nil:
+		x.sample.Head = x.p.now()
+	case errors.Is(req.Context().Err(), context.DeadlineExceeded):
+		x.sample.Head, x.sample.TimedOut = x.p.now(), true
+	default:
+		x.sample = Released{}
+	}
+}
+
+// addTo copies the latency sample s into m, the Released that carries it.
+func (s *Released) addTo(m *Released) {
+	m.Written, m.Head, m.TimedOut, m.InFlight = s.Written, s.Head, s.TimedOut, s.InFlight
+}
+
+// release sends the lease's one Released: m, for the lease's connection,
+// with the exchange's latency sample.
 func (x *Exchange) release(m Released) {
 	m.ConnID, m.Hedge, m.Unsent = x.got.ConnID, x.hedged, x.unwritten
+	x.sample.addTo(&m)
 	x.released = m
 	x.post(&x.released)
 }

@@ -206,7 +206,7 @@ func (p *Pool) routeReadings(yield func(telemetry.RouteReading) bool) {
 		}
 		st := route.Stats{Leased: int(h.Pub.Leased.Load()), Idle: int(h.Pub.Idle.Load()),
 			Pending: int(h.Pub.Pending.Load()), FailFast: ff, LearnedIdle: time.Duration(h.Pub.LearnedIdle.Load()),
-			FleetShare: int(h.Fleet.Share.Load())}
+			FleetShare: int(h.Fleet.Share.Load()), Limit: int(h.Pub.Limit.Load())}
 		if eps := h.Pub.Endpoints.Load(); eps != nil {
 			st.Endpoints = *eps // published once, never written again
 		}

@@ -53,6 +53,12 @@ type RouteConfig struct {
 	// state each route keeps (route_hedge.go); nil = no hedging.
 	Hedge *hedge.Policy
 
+	// Overload control (route_overload.go). Adaptive: each route sets its
+	// own limit on its requests in flight (nil = fixed). QueueTarget: a
+	// route whose callers keep waiting longer sheds them (0 = off).
+	Adaptive    *AdaptiveLimit
+	QueueTarget time.Duration
+
 	// waitTimers lends the routes their long-wait timers (route_wait.go):
 	// one pool per client, since each timer sends through the client's actor
 	// system (and, under testing/synctest, belongs to its bubble). Set by
@@ -106,6 +112,9 @@ type routePublished struct {
 	// who arm their hedge timer with it; the route decides each hedge again
 	// when asked (route_hedge.go).
 	HedgeDelay atomic.Int64
+	// Limit is the route's limit on its requests in flight (limitNow).
+	// Read by the pool gauges.
+	Limit atomic.Int32
 }
 
 // Route is a route actor: it owns the connections of one route, their idle list
@@ -173,6 +182,7 @@ type Route struct {
 	// Policies the route holds, fed by its messages.
 	learner idleLearner // the server's idle timeout, learned from its closes (policy.go)
 	hedge   routeHedge  // hedged requests: latency, budget, counts (route_hedge.go)
+	ov      overload    // the adaptive limit and the shedding of a standing queue (route_overload.go)
 
 	// Statistics (route_stats.go). The lease counters are written by the
 	// transitions only (toLeased, toFree).
@@ -206,6 +216,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
 		r.hedge.policy = cfg.Hedge
+		r.ov = newOverload(cfg, r.h2Possible)
 		return r
 	}
 }
@@ -265,6 +276,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.reclaimIfUnused(ctx, m.Now)
 	case *longWaitChecked:
 		r.onLongWaitChecked(ctx)
+	case *shedTicked:
+		r.onShedTicked()
 	case *CloseIdleRequest:
 		r.onCloseIdle(ctx, m)
 	case *RouteStatsRequest:
@@ -290,6 +303,9 @@ func (r *Route) Receive(ctx actor.Context) {
 		return
 	}
 	r.handling = nil
+	r.shedStanding()
+	r.serveHeld(ctx)
+	r.armShedTick(ctx)
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)
 	r.refill()
@@ -346,6 +362,7 @@ func (r *Route) onCloseIdle(ctx actor.Context, m *CloseIdleRequest) {
 func (r *Route) onStopping(ctx actor.Context) {
 	r.closed = true
 	r.stopLongWait()
+	r.stopShedTick()
 	if r.handling != nil {
 		r.handling.Undelivered()
 		r.handling = nil

@@ -36,7 +36,7 @@ func (r *Route) wantConns(ctx actor.Context) {
 	}
 	maxDials = r.breaker.maxDials(maxDials)
 	for {
-		need := r.waiters.Len() - r.dialing - r.permitsPending
+		need := r.dialsRoom(r.waiters.Len() - r.dialing - r.permitsPending)
 		if need <= 0 {
 			return
 		}

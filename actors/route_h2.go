@@ -157,6 +157,9 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 		r.wantH2Spread(ctx) // a connection per address, as load needs (route_h2_spread.go)
 		return
 	}
+	if !r.hasRoom() {
+		return // the limit holds the waiters: a stream ending serves them
+	}
 	r.spread.leased = false // callers wait: the rule below dials for them
 	now := r.clock()
 	usable := 0
@@ -197,7 +200,7 @@ func (r *Route) wantH2Conns(ctx actor.Context) {
 // retires it, or, draining on its own account, waits for its H2Closed.
 func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 	cs := h.cs
-	for r.h2Room(h, now) > 0 {
+	for r.h2Room(h, now) > 0 && r.hasRoom() {
 		w, q, ok := r.nextWaiter(func(w waiter) bool { return w.req.Avoid != cs.id })
 		if !ok {
 			break

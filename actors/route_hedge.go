@@ -88,9 +88,11 @@ func (r *Route) onHedgeLease(ctx actor.Context, m *LeaseRequest) {
 // hedgeRoom returns a connection a hedge may be leased at once (see
 // hedgeConn), or reports whether the route may dial one for it: nobody
 // waits, and the route holds fewer than MaxConnsPerRoute connections and
-// permits. With callers waiting it has no room: they come first.
+// permits. With callers waiting, or its requests in flight at its limit
+// (hasRoom: the adaptive limit, when it has one), it has no room: a hedge
+// into a queue is futile, and waiting callers come first.
 func (r *Route) hedgeRoom(ctx actor.Context, avoid []uint64) (*connState, bool) {
-	if r.closed || r.waiters.Len() > 0 {
+	if r.closed || r.waiters.Len() > 0 || !r.hasRoom() {
 		return nil, false
 	}
 	cs := r.hedgeConn(ctx, avoid)
@@ -184,10 +186,11 @@ func (r *Route) hedgeReleased(m *Released) {
 	case !m.Unsent:
 		h.sent++
 	}
-	if m.Latency <= 0 || h.policy.Delay > 0 {
+	lat, ok := m.latency()
+	if !ok || h.policy.Delay > 0 {
 		return
 	}
-	h.sketch.Add(now, m.Latency)
+	h.sketch.Add(now, lat)
 	h.fresh++
 	if h.fresh < hedgeRepublish && now.Sub(h.publishedAt) < hedgeRepublishAfter {
 		return

@@ -102,8 +102,9 @@ func TestARouteHedgesAtItsMeasuredLatencyOnlyOnceItHasMeasuredEnough(t *testing.
 	if retry := refusal(t, p.askHedge(h, 0, due)); !retry.IsZero() {
 		t.Fatalf("retry at %v: a route that has not measured its latency hedges nothing", retry)
 	}
+	written := time.Unix(0, now.Load())
 	for range 4 * hedgeRepublish {
-		p.sys.Root.Send(h.PID, &Released{ConnID: 1 << 40, Latency: 2 * time.Millisecond})
+		p.sys.Root.Send(h.PID, &Released{ConnID: 1 << 40, Written: written, Head: written.Add(2 * time.Millisecond)})
 	}
 	p.stats(h)
 	if d := time.Duration(h.Pub.HedgeDelay.Load()); d < 2*time.Millisecond*15/16 || d > 2*time.Millisecond*17/16 {

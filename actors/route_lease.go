@@ -75,7 +75,9 @@ func (r *Route) nextWaiter(can func(waiter) bool) (*LeaseRequest, queuedAt, bool
 	if !ok {
 		return nil, queuedAt{}, false
 	}
-	return w.req, r.dequeued(w), true
+	q := r.dequeued(w)
+	r.waitServed(q)
+	return w.req, q, true
 }
 
 // leaseNow grants m a free stream or an idle connection, and reports
@@ -88,6 +90,12 @@ func (r *Route) nextWaiter(can func(waiter) bool) (*LeaseRequest, queuedAt, bool
 func (r *Route) leaseNow(ctx actor.Context, m *LeaseRequest) bool {
 	if m.Fresh {
 		return false
+	}
+	if !r.hasRoom() {
+		r.takeBack() // an offer nobody took is no request in flight
+		if !r.hasRoom() {
+			return false // the limit holds: m waits its turn
+		}
 	}
 	cs := r.freeNow(ctx, m)
 	if cs == nil && len(r.out.offered) > 0 {
@@ -171,6 +179,7 @@ func (r *Route) onReleased(ctx actor.Context, m *Released) {
 // outcomes are recorded here.
 func (r *Route) recordOutcome(cs *connState, m *Released) {
 	cs.served++
+	r.exchangeSampled(m)
 	if m.Stale {
 		r.learner.serverClosed(cs.lastIdle, r.clock())
 	}
@@ -214,7 +223,11 @@ func (r *Route) grant(w *LeaseRequest, cs *connState, q queuedAt) bool {
 	if q.pos > 0 {
 		waited = now.Sub(q.at)
 	}
-	if !w.Ticket.Deliver(cs.lease(Lease{Reused: cs.served > 0, IdleTime: idleFor, Waited: waited, QueuePos: q.pos, Dial: cs.dial})) {
+	terms := Lease{Reused: cs.served > 0, IdleTime: idleFor, Waited: waited, QueuePos: q.pos, Dial: cs.dial}
+	if r.ov.lim != nil {
+		terms.InFlight = r.inFlight() + 1 - r.countedInFlight(cs) // with this one
+	}
+	if !w.Ticket.Deliver(cs.lease(terms)) {
 		return false
 	}
 	if r.cfg.Fault != nil {

@@ -94,6 +94,11 @@ type Lease struct {
 	// outbox (no LeaseRequest): a lease the caller gives back untouched
 	// (LeaseCancelled) counts as no lease.
 	Offered bool
+	// InFlight is the route's requests in flight with this one when it was
+	// granted (0: the route has no adaptive limit, or the lease was taken
+	// from the outbox): the holder gives it back in its Released, for the
+	// limit's sample.
+	InFlight int
 }
 
 // OfferDeclined is sent by a caller to the route whose outbox it took an
@@ -133,14 +138,30 @@ type Released struct {
 
 	ExchangeFailed bool
 
-	// Hedge and Latency feed the route's hedging (route_hedge.go): Hedge
-	// says the lease was a hedged attempt (Stats.Hedges counts those not
-	// Unsent: failed before anything was written; the others count as the
-	// route's requests in its hedge budget); Latency is the time from the
-	// request's write to its response head (0 = not measured, or no head).
-	Hedge   bool
-	Unsent  bool
-	Latency time.Duration
+	// Hedge says the lease was a hedged attempt (route_hedge.go: Stats.Hedges
+	// counts those not Unsent, failed before anything was written; the
+	// others count as the route's requests in its hedge budget).
+	Hedge  bool
+	Unsent bool
+
+	// The exchange's latency sample, for the route's adaptive limit and its
+	// measured hedge delay, measured by the holder on the pool's clock (the
+	// route's too) when the route has either policy (zero otherwise):
+	// Written is when its write began, Head when its response head arrived
+	// or, with TimedOut, when its caller's deadline ended it before the
+	// head; InFlight is Lease.InFlight.
+	Written, Head time.Time
+	TimedOut      bool
+	InFlight      int
+}
+
+// latency is the sample's time from the write to the response head, when it
+// has one (a head that came, not a timeout).
+func (m *Released) latency() (time.Duration, bool) {
+	if m.Written.IsZero() || m.Head.IsZero() || m.TimedOut {
+		return 0, false
+	}
+	return m.Head.Sub(m.Written), true
 }
 
 // PermitGranted is sent by the supervisor to a route that asked for a

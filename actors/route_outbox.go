@@ -127,7 +127,7 @@ func (r *Route) refill() {
 		return
 	}
 	now := r.clock()
-	for i := len(r.idle) - 1; i >= 0 && !r.out.full(); i-- {
+	for i := len(r.idle) - 1; i >= 0 && !r.out.full() && r.hasRoom(); i-- {
 		cs := r.idle[i]
 		if !cs.proto.exclusive() || cs.served == 0 {
 			continue

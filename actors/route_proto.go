@@ -73,7 +73,7 @@ func (http1Conn) available(ctx actor.Context, r *Route, cs *connState, now time.
 		return
 	}
 	fresh := cs.served == 0
-	for {
+	for r.hasRoomFor(cs) {
 		w, q, ok := r.nextWaiter(func(w waiter) bool { return fresh || !w.req.Fresh })
 		if !ok {
 			break

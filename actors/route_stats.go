@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,7 @@ func (r *Route) publish() {
 	set32(&p.Spare, spare)
 	r.publishUnused(idle)
 	r.publishEndpoints()
+	set32(&p.Limit, int32(min(r.limitNow(), math.MaxInt32)))
 }
 
 // set32 and set64 store v into a when it holds another value. They are
@@ -94,5 +96,6 @@ func (r *Route) stats() routeReport {
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 		Endpoints: r.endpointStats(), ResolvedAt: r.eps.at, ResolveErr: r.eps.err,
 		Hedges: r.hedge.sent, HedgeWins: r.hedge.wins,
+		Limit: r.limitNow(), InFlight: r.inFlight() - r.out.idle(), NoLoad: r.noLoad(), Shed: r.ov.shedN,
 	}}
 }

@@ -105,6 +105,7 @@ const (
 	waitsForTotal                       // a permit under MaxConnsTotal
 	waitsForHost                        // a permit under MaxConnsPerHost
 	waitsForPermit                      // a permit of the supervisor's, granted meanwhile
+	waitsForLimit                       // the route's adaptive limit on its requests in flight (Adaptive)
 )
 
 // String names the cause as the warning's waits_for attribute shows it.
@@ -126,6 +127,8 @@ func (c waitCause) String() string {
 		return "MaxConnsPerHost"
 	case waitsForPermit:
 		return "connection permit"
+	case waitsForLimit:
+		return "adaptive limit"
 	}
 	return "connection"
 }
@@ -147,14 +150,17 @@ func (c waitCause) hint() string {
 		return "the pool holds MaxConnsTotal connections, and none is idle to evict"
 	case waitsForHost:
 		return "the host holds MaxConnsPerHost connections across its routes"
+	case waitsForLimit:
+		return "the route's adaptive limit holds its requests in flight: its upstream answers slower than it did unloaded (Adaptive)"
 	}
 	return "no connection was free"
 }
 
 // logLongWait logs the long-wait warning of route name.
-func logLongWait(l *slog.Logger, name string, c waitCause, waiting int, oldest time.Duration, leased int) {
-	l.Warn("connactor: callers wait long for a connection: "+c.hint(), "route", name, "waits_for", c.String(),
-		"waiting", waiting, "oldest", oldest.Round(time.Millisecond), "leased", leased)
+// extra are more attributes (the adaptive limit's).
+func logLongWait(l *slog.Logger, name string, c waitCause, waiting int, oldest time.Duration, leased int, extra ...any) {
+	l.Warn("connactor: callers wait long for a connection: "+c.hint(), append([]any{"route", name, "waits_for", c.String(),
+		"waiting", waiting, "oldest", oldest.Round(time.Millisecond), "leased", leased}, extra...)...)
 }
 
 // armLongWait arms the long-wait timer, unless it is armed: a caller just
@@ -249,6 +255,11 @@ func (r *Route) warnLongWait(ctx actor.Context, oldest time.Duration) {
 		ctx.Send(r.sup, &LongWaitNoticed{From: r.self, Route: r.name, Waiting: r.waiters.Len(), Oldest: oldest, Leased: leased})
 		return
 	}
+	if c == waitsForLimit {
+		logLongWait(r.cfg.Logger, r.name, c, r.waiters.Len(), oldest, leased,
+			"limit", r.limitNow(), "in_flight", r.inFlight(), "no_load", r.ov.lim.NoLoad())
+		return
+	}
 	logLongWait(r.cfg.Logger, r.name, c, r.waiters.Len(), oldest, leased)
 }
 
@@ -260,6 +271,8 @@ func (r *Route) waitCause() waitCause {
 		return waitsForProbe
 	case r.shed:
 		return waitsForShare // above its share: it asks for no permit
+	case r.heldByLimit():
+		return waitsForLimit
 	case r.dialing > 0:
 		return waitsForDials
 	case r.permitsPending > 0:

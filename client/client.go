@@ -63,6 +63,7 @@ func New(cfg Config) (*Client, error) {
 		FailFast: actors.FailFast{Threshold: cfg.FailFastAfter, Cooldown: cfg.FailFastCooldown,
 			MaxCooldown: cfg.FailFastMaxCooldown},
 		ExpiryInterval:         cfg.expiryInterval(),
+		QueueTarget:            cfg.QueueTarget,
 		DialTimeout:            cfg.DialTimeout,
 		TLSConfig:              cfg.TLSConfig,
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
@@ -83,6 +84,9 @@ func New(cfg Config) (*Client, error) {
 		Fault:                  cfg.fault,
 		Outlier:                cfg.outlierPolicy(),
 		Hedge:                  cfg.hedgePolicy(),
+	}
+	if a := cfg.Adaptive; a != nil {
+		pc.Adaptive = &actors.AdaptiveLimit{Min: a.Min, Initial: a.Initial}
 	}
 	if cfg.Fleet != nil {
 		pc.StartFleet, pc.StopFleet = c.startFleet, c.stopFleet

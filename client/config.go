@@ -168,7 +168,33 @@ type Config struct {
 	// never those made with WithoutHedge.
 	Hedge *HedgePolicy
 
+	// Overload control (README, "When an upstream slows down"). Off by
+	// default: without these fields nothing changes.
+	//
+	// Adaptive makes each route choose how many of its requests may be in
+	// flight at once (HTTP/1.1 leases plus HTTP/2 streams), between
+	// Adaptive.Min and its fixed limit (MaxConnsPerRoute; HTTP/2: the
+	// streams its connections allow), from the latency it measures from
+	// each request's write to its response head: the limit falls when
+	// latency climbs well above the no-load latency it measured, or when
+	// requests in flight time out, and climbs back while latency stays near
+	// it. Callers beyond it wait in the route's FIFO. nil = fixed.
+	Adaptive *AdaptiveLimit
+	// QueueTarget (0 = off): a route whose callers keep waiting longer than
+	// this sheds them, as CoDel does: only once the shortest wait in its
+	// queue has stayed above QueueTarget for 100 ms, callers that have
+	// waited longer than QueueTarget are refused at once with ErrOverloaded
+	// (ErrNotSent), oldest first, until a wait below it is seen. A burst
+	// that drains within 100 ms is never shed.
+	QueueTarget time.Duration
+
 	fault actors.FaultHook // fault injection (tests of this package only)
+}
+
+// AdaptiveLimit configures each route's adaptive limit (Config.Adaptive).
+type AdaptiveLimit struct {
+	Min     int // the limit never falls below this (default 1)
+	Initial int // a new route's limit (default min(8, its fixed limit))
 }
 
 // Defaults of Config's zero values.
@@ -263,6 +289,24 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MaxConnsPerRoute > cfg.MaxConnsTotal {
 		return bad("MaxConnsPerRoute (%d) exceeds MaxConnsTotal (%d)", cfg.MaxConnsPerRoute, cfg.MaxConnsTotal)
+	}
+	if cfg.QueueTarget < 0 {
+		return bad("QueueTarget is negative (%v)", cfg.QueueTarget)
+	}
+	if a := cfg.Adaptive; a != nil {
+		switch {
+		case a.Min < 0 || a.Initial < 0:
+			return bad("Adaptive.Min (%d) and Adaptive.Initial (%d) must not be negative", a.Min, a.Initial)
+		case a.Min > cfg.MaxConnsPerRoute:
+			return bad("Adaptive.Min (%d) exceeds MaxConnsPerRoute (%d)", a.Min, cfg.MaxConnsPerRoute)
+		case a.Initial > 0 && a.Initial < a.Min:
+			return bad("Adaptive.Initial (%d) is below Adaptive.Min (%d)", a.Initial, a.Min)
+		}
+		filled := *a
+		if filled.Min == 0 {
+			filled.Min = 1
+		}
+		cfg.Adaptive = &filled // the caller's value is not kept: Config does not change after New
 	}
 	if err := cfg.fleetDefaults(); err != nil {
 		return bad("%v", err)

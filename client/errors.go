@@ -111,6 +111,13 @@ var ErrHandlerPanicked = dispatch.ErrHandlerPanicked
 // affected.
 var ErrQueueFull = actors.ErrQueueFull
 
+// ErrOverloaded is returned when the request waited in its route's queue
+// while the queue stood longer than Config.QueueTarget: the route sheds such
+// callers at once, oldest first (README, "When an upstream slows down"). It
+// is also ErrNotSent: nothing of the request reached the server; retry
+// later, elsewhere, or shed the load.
+var ErrOverloaded = actors.ErrOverloaded
+
 // ErrRouteUnavailable is returned while the request's route fails fast: its
 // dials kept failing (Config.FailFastAfter), and the route refuses callers at
 // once until a probe dial succeeds after its cool-down. It is also ErrNotSent.

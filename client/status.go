@@ -47,5 +47,6 @@ func (c *Client) Status() Status {
 		MaxConcurrentRequests: c.cfg.MaxConcurrentRequests, LeaseTimeout: c.cfg.LeaseTimeout.Seconds(),
 		MaxIdleTime: c.cfg.MaxIdleTime.Seconds(), MaxLifetime: c.cfg.MaxLifetime.Seconds(),
 		FleetMaxConnsPerRoute: c.cfg.fleetBudget(),
+		Adaptive:              c.cfg.Adaptive != nil, QueueTarget: c.cfg.QueueTarget.Seconds(),
 	})
 }

@@ -87,6 +87,17 @@ type Stats struct {
 	// response came from a hedged attempt.
 	Hedges    uint64 `json:"hedges"`
 	HedgeWins uint64 `json:"hedgeWins"`
+
+	// Overload control. Limit is the route's limit on its requests in
+	// flight now (with Adaptive, the one it chose; without, its fixed
+	// limit: MaxConnsPerRoute, or on HTTP/2 the streams its connections
+	// allow); InFlight, its requests in flight (leases plus HTTP/2
+	// streams); NoLoad, the no-load latency it measured (0 without
+	// Adaptive); Shed, the callers refused with ErrOverloaded (QueueTarget).
+	Limit    int           `json:"limit"`
+	InFlight int           `json:"inFlight"`
+	NoLoad   time.Duration `json:"noLoad"`
+	Shed     uint64        `json:"shed"`
 }
 
 // EndpointStats is one address of a route's endpoints (Stats.Endpoints): its
@@ -94,8 +105,9 @@ type Stats struct {
 // and how many failed to connect since the route started, and its state.
 // EjectedUntil is zero unless dials to it (or, with an outlier policy, its
 // exchanges: EjectedBy) failed and the route leaves it alone until then (a
-// back-off, 1 s doubling to 30 s, jittered) while others remain; Draining says it left the resolved set: its connections close as
-// they come free, and no new one goes to it.
+// back-off, 1 s doubling to 30 s, jittered) while others remain; Draining
+// says it left the resolved set: its connections close as they come free,
+// and no new one goes to it.
 type EndpointStats struct {
 	Addr         netip.AddrPort `json:"addr"`
 	Open         int            `json:"open"`
@@ -195,13 +207,15 @@ type statsJSON struct {
 	LearnedIdle  jsonsec.Duration `json:"learnedIdle"`
 	OldestLease  jsonsec.Duration `json:"oldestLease"`
 	FleetRenewal jsonsec.Duration `json:"fleetRenewal"`
+	NoLoad       jsonsec.Duration `json:"noLoad"`
 	ReuseRatio   float64          `json:"reuseRatio"` // Reuses / Leases; ignored when read
 }
 
 // MarshalJSON writes s with its durations in seconds and its reuse ratio.
 func (s Stats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statsJSON{plainStats: (*plainStats)(&s), LearnedIdle: jsonsec.Duration(s.LearnedIdle),
-		OldestLease: jsonsec.Duration(s.OldestLease), FleetRenewal: jsonsec.Duration(s.FleetRenewal), ReuseRatio: s.ReuseRatio()})
+		OldestLease: jsonsec.Duration(s.OldestLease), FleetRenewal: jsonsec.Duration(s.FleetRenewal), NoLoad: jsonsec.Duration(s.NoLoad),
+		ReuseRatio: s.ReuseRatio()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -211,7 +225,7 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	s.LearnedIdle, s.OldestLease = time.Duration(v.LearnedIdle), time.Duration(v.OldestLease)
-	s.FleetRenewal = time.Duration(v.FleetRenewal)
+	s.FleetRenewal, s.NoLoad = time.Duration(v.FleetRenewal), time.Duration(v.NoLoad)
 	return nil
 }
 

@@ -33,6 +33,7 @@ const (
 	ErrorTypeLeaseTimeout      = "lease_timeout"     // no connection within Config.LeaseTimeout
 	ErrorTypeQueueFull         = "queue_full"        // the route's wait queue was full
 	ErrorTypeRouteUnavailable  = "route_unavailable" // dials to the route keep failing
+	ErrorTypeOverloaded        = "overloaded"        // shed from the route's standing queue (Config.QueueTarget)
 	ErrorTypeProxyRefused      = "proxy_refused"     // the proxy refused the CONNECT tunnel
 	ErrorTypeClosed            = "closed"            // the client was closed
 	ErrorTypeNotSent           = "not_sent"          // generic: failed before anything was written

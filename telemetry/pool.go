@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/connactor/connactor/route"
 )
@@ -98,6 +99,17 @@ func (r *Route) LeaseRejected(reason string) {
 	r.t.rejected.Add(background, 1, r.optWith(&r.byReject, netip.AddrPort{}, AttrRejectReason.String(reason)))
 }
 
+// RequestShed counts a caller the route refused with ErrOverloaded (its
+// queue stood above QueueTarget): connactor.route.shed by error.type, and
+// connactor.lease.rejected by reason "overloaded".
+func (r *Route) RequestShed() {
+	if r == nil {
+		return
+	}
+	r.t.shed.Add(background, 1, r.optWith(&r.byShed, netip.AddrPort{}, semconv.ErrorTypeKey.String(ErrorTypeOverloaded)))
+	r.LeaseRejected(ErrorTypeOverloaded)
+}
+
 // RegisterPool registers the callback of the pool gauges
 // (http.client.open_connections by http.connection.state, connactor.lease.pending,
 // connactor.admission.pending, connactor.route.fail_fast,
@@ -118,6 +130,7 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 		learnedIdle           time.Duration
 		fleet                 bool
 		fleetShare            int64
+		limit                 int64
 		endpoints             map[netip.AddrPort]int64 // open connections by address
 		addrs                 []netip.AddrPort         // endpoints' order of first reading
 	}
@@ -138,6 +151,7 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 			s.active += int64(st.Leased)
 			s.idle += int64(st.Idle)
 			s.pending += int64(st.Pending)
+			s.limit += int64(st.Limit)
 			s.failFast = s.failFast || st.FailFast == route.FailFastOpen
 			s.learnedIdle = max(s.learnedIdle, st.LearnedIdle)
 			if rr.Fleet {
@@ -164,6 +178,9 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 				ff = 1
 			}
 			o.ObserveInt64(t.failFast, ff, r.opt)
+			if s.limit > 0 {
+				o.ObserveInt64(t.routeLimit, s.limit, r.opt)
+			}
 			o.ObserveFloat64(t.learnedIdle, s.learnedIdle.Seconds(), r.opt)
 			if s.fleet {
 				o.ObserveInt64(t.fleetShare, s.fleetShare, r.opt)
@@ -176,7 +193,7 @@ func (t *Telemetry) RegisterPool(routes iter.Seq[RouteReading], admission func()
 		return nil
 	}
 	reg, err := t.meter.RegisterCallback(cb, t.openConns.Inst(), t.leasePending, t.admitPending, t.failFast, t.learnedIdle, t.fleetShare,
-		t.endpointOpen)
+		t.endpointOpen, t.routeLimit)
 	if err != nil {
 		return err
 	}

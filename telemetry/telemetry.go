@@ -59,6 +59,10 @@ const (
 	// Hedged requests (Config.Hedge).
 	MetricHedges    = "connactor.request.hedges"     // counter: hedged attempts sent
 	MetricHedgeWins = "connactor.request.hedge_wins" // counter: requests whose response came from a hedged attempt
+
+	// Overload control (Config.Adaptive, Config.QueueTarget).
+	MetricRouteLimit = "connactor.route.limit" // gauge: a route's limit on its requests in flight (leases plus HTTP/2 streams)
+	MetricRouteShed  = "connactor.route.shed"  // counter by error.type (overloaded): callers a route shed from its standing queue
 )
 
 // Attribute keys and span event names of connactor's own.
@@ -139,6 +143,8 @@ type Telemetry struct {
 	endpointOpen metric.Int64ObservableUpDownCounter
 	fleetRenewal metric.Float64Histogram
 	fleetFailed  sync.Map // error.type -> metric.MeasurementOption
+	routeLimit   metric.Int64ObservableGauge
+	shed         metric.Int64Counter
 
 	routes sync.Map // routeID -> *Route
 
@@ -253,6 +259,12 @@ func New(cfg Config) *Telemetry {
 		metric.WithDescription("Time of one renewal with a budget host (every route of its shards): asking for shares, renewing them or giving them back."),
 		metric.WithExplicitBucketBoundaries(leaseWaitBuckets...))
 	check(err)
+	t.routeLimit, err = m.Int64ObservableGauge(MetricRouteLimit, metric.WithUnit("{request}"),
+		metric.WithDescription("The route's limit on its requests in flight: adaptive with Config.Adaptive, else MaxConnsPerRoute (HTTP/2: the streams its connections allow)."))
+	check(err)
+	t.shed, err = m.Int64Counter(MetricRouteShed, metric.WithUnit("{request}"),
+		metric.WithDescription("Callers a route refused with ErrOverloaded: they waited in its queue while it stood longer than Config.QueueTarget."))
+	check(err)
 	for _, err := range errs {
 		t.log.Warn("connactor: telemetry instrument refused", "err", err)
 	}
@@ -269,7 +281,7 @@ func New(cfg Config) *Telemetry {
 			*g, _ = noop.Int64ObservableUpDownCounter("")
 		}
 	}
-	for _, g := range []*metric.Int64ObservableGauge{&t.failFast, &t.fleetShare} {
+	for _, g := range []*metric.Int64ObservableGauge{&t.failFast, &t.fleetShare, &t.routeLimit} {
 		if *g == nil {
 			*g, _ = noop.Int64ObservableGauge("")
 		}
@@ -278,7 +290,7 @@ func New(cfg Config) *Telemetry {
 		t.learnedIdle, _ = noop.Float64ObservableGauge("")
 	}
 	for _, c := range []*metric.Int64Counter{&t.leaseTimeout, &t.opened, &t.closed, &t.dialErrors, &t.retries,
-		&t.retryRefused, &t.rejected} {
+		&t.retryRefused, &t.rejected, &t.shed} {
 		if *c == nil {
 			*c, _ = noop.Int64Counter("")
 		}
@@ -324,6 +336,7 @@ type Route struct {
 	byClose   sync.Map // peerKey{peer, reason} -> metric.MeasurementOption
 	byDialErr sync.Map // peerKey{peer, error.type} -> metric.MeasurementOption
 	byReject  sync.Map // peerKey{reject reason} -> metric.MeasurementOption
+	byShed    sync.Map // peerKey{error.type} -> metric.MeasurementOption
 	durations sync.Map // durationKey -> metric.MeasurementOption
 	byPeer    sync.Map // peer address -> *peerAttrs (peer.go)
 	inFlight  inFlight // http.client.active_requests (active.go)

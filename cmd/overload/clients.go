@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/connactor/connactor/client"
 )
@@ -27,16 +28,12 @@ func clients() []clientSpec {
 		// Hand-tuned, knowing the server's k = 4: no more requests in flight
 		// than it serves, four more callers waiting, the rest refused.
 		connactor("tuned", "connactor 4 conns + 4 pending", client.Config{MaxConnsPerRoute: 4, MaxPendingPerRoute: 4}),
-
-		// Hooks: once the route holds its adaptive limit (actors/limit) and
-		// its queue-shedding decision (actors/codel), and the client's Config
-		// carries them (Adaptive, QueueTarget), add these two clients, and
-		// ErrOverloaded to classify:
-		//
-		//	connactor("adaptive", "connactor Adaptive",
-		//		client.Config{MaxConnsPerRoute: 64, Adaptive: &client.AdaptiveLimit{}}),
-		//	connactor("adaptive-codel", "connactor Adaptive + QueueTarget 20ms",
-		//		client.Config{MaxConnsPerRoute: 64, Adaptive: &client.AdaptiveLimit{}, QueueTarget: 20 * time.Millisecond}),
+		// The route sets its own limit from the latency it measures, and
+		// with QueueTarget sheds the callers of a queue that stands.
+		connactor("adaptive", "connactor Adaptive",
+			client.Config{MaxConnsPerRoute: 64, Adaptive: &client.AdaptiveLimit{}}),
+		connactor("adaptive-codel", "connactor Adaptive + QueueTarget 50ms",
+			client.Config{MaxConnsPerRoute: 64, Adaptive: &client.AdaptiveLimit{}, QueueTarget: 50 * time.Millisecond}),
 	}
 }
 
@@ -54,6 +51,7 @@ func connactor(key, name string, cfg client.Config) clientSpec {
 // Error classes in the report.
 const (
 	errRefusedQueueFull = "refused: queue full"
+	errRefusedOverload  = "refused: overloaded"
 	errDeadlineWaiting  = "deadline: waiting for a connection"
 	errDeadlineInFlight = "deadline: in flight"
 	errOther            = "other"
@@ -65,6 +63,8 @@ func classify(err error, gotConn bool) string {
 	switch {
 	case errors.Is(err, client.ErrQueueFull):
 		return errRefusedQueueFull
+	case errors.Is(err, client.ErrOverloaded):
+		return errRefusedOverload
 	case errors.Is(err, context.DeadlineExceeded) && gotConn:
 		return errDeadlineInFlight
 	case errors.Is(err, context.DeadlineExceeded):
@@ -79,4 +79,4 @@ func classify(err error, gotConn bool) string {
 
 // refused says whether a class is the client refusing a caller at once (not
 // a wait that ran out).
-func refused(class string) bool { return class == errRefusedQueueFull }
+func refused(class string) bool { return class == errRefusedQueueFull || class == errRefusedOverload }

@@ -6,8 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/connactor/connactor/client"
 )
 
 // outcome is one caller's request.
@@ -23,6 +27,9 @@ func (o outcome) done() time.Duration { return o.arrived + o.took }
 type serverSample struct {
 	t time.Duration
 	serverCounts
+	// limit and routeInFlight are the client's route's, from its Stats
+	// (-1: a client without them).
+	limit, routeInFlight int
 }
 
 // run is what one client's run recorded.
@@ -33,6 +40,26 @@ type run struct {
 	outcomes []outcome
 	server   []serverSample // every sampleEvery
 	final    serverCounts   // after the last handler returned
+	// refusedAtServer counts the callers the client refused (ErrQueueFull,
+	// ErrOverloaded) whose request reached the server nonetheless.
+	refusedAtServer int
+}
+
+// routeStats is a client that reports its routes' Stats (connactor's).
+type routeStats interface{ Stats() client.Stats }
+
+// routeLimit reads the limit and in-flight requests of rt's one route (-1
+// for a client without Stats, or before its route exists).
+func routeLimit(rt http.RoundTripper) (limit, inFlight int) {
+	rs, ok := rt.(routeStats)
+	if !ok {
+		return -1, -1
+	}
+	routes := rs.Stats().Routes
+	if len(routes) == 0 {
+		return -1, -1
+	}
+	return routes[0].Limit, routes[0].InFlight
 }
 
 const sampleEvery = 50 * time.Millisecond
@@ -55,6 +82,7 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 	r := &run{client: spec.name, sch: sch, k: k}
 	arrivals := sch.arrivals()
 	r.outcomes = make([]outcome, len(arrivals))
+	srv.reached = make([]atomic.Bool, len(arrivals))
 
 	start := time.Now()
 	sampled := make(chan struct{})
@@ -66,7 +94,8 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 		for {
 			t := time.Since(start)
 			srv.setService(sch[sch.at(t)].service)
-			r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts()})
+			limit, inFlight := routeLimit(rt)
+			r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: limit, routeInFlight: inFlight})
 			select {
 			case <-tick.C:
 			case <-stopSampling:
@@ -83,7 +112,7 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 		callers.Add(1)
 		go func() { // owned by runClient, which waits on callers
 			defer callers.Done()
-			r.outcomes[i] = call(rt, url, start, deadline)
+			r.outcomes[i] = call(rt, url, i, start, deadline)
 		}()
 	}
 	callers.Wait()
@@ -93,12 +122,17 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 	closeClient()
 	stopServer()
 	r.final = srv.counts()
+	for i, o := range r.outcomes {
+		if refused(o.class) && srv.reached[i].Load() {
+			r.refusedAtServer++
+		}
+	}
 	return r, nil
 }
 
 // call makes one caller's request, arriving now, and reads its whole
 // response within deadline.
-func call(rt http.RoundTripper, url string, start time.Time, deadline time.Duration) outcome {
+func call(rt http.RoundTripper, url string, id int, start time.Time, deadline time.Duration) outcome {
 	arrived := time.Now()
 	o := outcome{arrived: arrived.Sub(start)}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -114,6 +148,7 @@ func call(rt http.RoundTripper, url string, start time.Time, deadline time.Durat
 	if err != nil {
 		panic(err)
 	}
+	req.Header.Set(callHeader, strconv.Itoa(id))
 	resp, err := rt.RoundTrip(req)
 	if err == nil {
 		_, err = io.Copy(io.Discard, resp.Body)

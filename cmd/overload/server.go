@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -29,7 +30,14 @@ type kServer struct {
 	skipGone atomic.Bool
 	skipped  atomic.Int64
 	onChange func() // nil, or called after each change of queued or inFlight (tests)
+	// reached marks the callers whose request reached the server (by the
+	// callHeader each carries; nil = not tracked): a caller the client
+	// refused must never be among them.
+	reached []atomic.Bool
 }
+
+// callHeader carries a caller's index, for kServer.reached.
+const callHeader = "X-Overload-Call"
 
 func newKServer(k int, service time.Duration) *kServer {
 	s := &kServer{slots: make(chan struct{}, k), work: sleep}
@@ -45,6 +53,9 @@ func sleep(_ context.Context, d time.Duration) { time.Sleep(d) }
 func (s *kServer) setService(d time.Duration) { s.service.Store(int64(d)) }
 
 func (s *kServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if i, err := strconv.Atoi(r.Header.Get(callHeader)); err == nil && i >= 0 && i < len(s.reached) {
+		s.reached[i].Store(true)
+	}
 	s.queued.Add(1)
 	s.changed()
 	s.slots <- struct{}{} // waiting goroutines are woken in arrival order

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/connactor/connactor/actors"
@@ -39,6 +40,64 @@ type Status struct {
 	Limits Limits        `json:"limits"` // the configured limits
 	Totals actors.Stats  `json:"totals"` // the client-wide counts (its Routes left out: they follow)
 	Routes []route.Stats `json:"routes"` // every route, sorted by name
+	// History is each route's limit and requests in flight over the last
+	// HistoryWindow, one point a second at most, as the handler saw them
+	// (it samples each time it answers JSON: while the page is open, every
+	// second). Set by Handler.
+	History map[string][]Point `json:"history"`
+}
+
+// Point is one sample of a route's limit and requests in flight
+// (route.Stats.Limit, InFlight).
+type Point struct {
+	T        time.Time `json:"t"`
+	Limit    int       `json:"limit"`
+	InFlight int       `json:"inFlight"`
+}
+
+// HistoryWindow is how far back Status.History goes.
+const HistoryWindow = 5 * time.Minute
+
+// historyEvery is the least time between two points of a route.
+const historyEvery = 900 * time.Millisecond
+
+// history is a handler's Status.History: its own state, kept between its
+// JSON answers.
+type history struct {
+	mu sync.Mutex
+	by map[string][]Point
+}
+
+// add records s's routes in h, drops the points older than HistoryWindow
+// and the routes s no longer has, and returns a copy for s.History.
+func (h *history) add(s Status) map[string][]Point {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.by == nil {
+		h.by = map[string][]Point{}
+	}
+	seen := make(map[string]bool, len(s.Routes))
+	out := make(map[string][]Point, len(s.Routes))
+	for _, r := range s.Routes {
+		seen[r.Route] = true
+		pts := h.by[r.Route]
+		if n := len(pts); n == 0 || s.Time.Sub(pts[n-1].T) >= historyEvery {
+			pts = append(pts, Point{T: s.Time, Limit: r.Limit, InFlight: r.InFlight})
+		}
+		i := 0
+		for i < len(pts) && s.Time.Sub(pts[i].T) > HistoryWindow {
+			i++
+		}
+		pts = pts[i:]
+		h.by[r.Route] = pts
+		out[r.Route] = append([]Point(nil), pts...)
+	}
+	for name := range h.by {
+		if !seen[name] {
+			delete(h.by, name)
+		}
+	}
+	return out
 }
 
 // Limits are the client's configured limits (durations in seconds; 0 = none).
@@ -49,6 +108,8 @@ type Limits struct {
 	LeaseTimeout          float64 `json:"leaseTimeout"`          // Config.LeaseTimeout
 	MaxIdleTime           float64 `json:"maxIdleTime"`           // Config.MaxIdleTime
 	MaxLifetime           float64 `json:"maxLifetime"`           // Config.MaxLifetime
+	Adaptive              bool    `json:"adaptive"`              // Config.Adaptive is set
+	QueueTarget           float64 `json:"queueTarget"`           // Config.QueueTarget
 	FleetMaxConnsPerRoute int     `json:"fleetMaxConnsPerRoute"` // Config.Fleet's budget per route (0 = no fleet budget)
 }
 
@@ -71,6 +132,7 @@ func New(st actors.Stats, closed bool, limits Limits) Status {
 // calls snapshot once; the page itself calls nothing. It is safe for
 // concurrent use when snapshot is.
 func Handler(snapshot func() Status) http.Handler {
+	h := &history{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -83,7 +145,9 @@ func Handler(snapshot func() Status) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			enc.Encode(snapshot())
+			s := snapshot()
+			s.History = h.add(s)
+			enc.Encode(s)
 			return
 		}
 		// The page runs its own inline script and nothing else.

@@ -43,6 +43,11 @@ func TestHandlerServesTheSnapshotAsJSON(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: %v, content type %q", r.URL, err, rec.Header().Get("Content-Type"))
 		}
+		hist := got.History
+		got.History = nil // the handler's own: checked below
+		if pts := hist[want.Routes[0].Route]; len(hist) != 1 || len(pts) != 1 || !pts[0].T.Equal(want.Time) {
+			t.Errorf("%s: history %+v, want one point at the snapshot's time", r.URL, hist)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the JSON reads back as\n%+v\nwant\n%+v", r.URL, got, want)
 		}
@@ -140,5 +145,29 @@ func TestNoRouteIsAnEmptyListOfRoutes(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"routes":[]`) || !strings.Contains(string(b), `"closed":true`) {
 		t.Errorf("JSON of a closed client with no route: %s", b)
+	}
+}
+
+// The history keeps a point a second at most for each route, of its limit and
+// requests in flight, drops points older than HistoryWindow, and forgets a
+// route the snapshot no longer has.
+func TestTheHistoryKeepsEachRoutesLimitOverTheWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(d time.Duration, routes ...route.Stats) Status { return Status{Time: t0.Add(d), Routes: routes} }
+	a := func(limit, inFlight int) route.Stats {
+		return route.Stats{Route: "a", Limit: limit, InFlight: inFlight}
+	}
+	h := &history{}
+	h.add(at(0, a(8, 3)))
+	h.add(at(500*time.Millisecond, a(8, 5))) // within a second of the last point: not kept
+	got := h.add(at(time.Second, a(4, 4), route.Stats{Route: "b", Limit: 2}))
+	want := []Point{{T: t0, Limit: 8, InFlight: 3}, {T: t0.Add(time.Second), Limit: 4, InFlight: 4}}
+	if !reflect.DeepEqual(got["a"], want) || len(got["b"]) != 1 {
+		t.Fatalf("history %+v, want a: %+v and one point of b", got, want)
+	}
+	got = h.add(at(HistoryWindow+500*time.Millisecond, a(6, 1)))
+	want = []Point{{T: t0.Add(time.Second), Limit: 4, InFlight: 4}, {T: t0.Add(HistoryWindow + 500*time.Millisecond), Limit: 6, InFlight: 1}}
+	if !reflect.DeepEqual(got["a"], want) || len(got) != 1 || h.by["b"] != nil {
+		t.Fatalf("after the window: %+v, want a: %+v and b forgotten", got, want)
 	}
 }
