@@ -120,7 +120,7 @@ func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*h
 	for winner < 0 && running > 0 {
 		var answered <-chan struct{}
 		if asked != nil {
-			answered = asked.ticket.Ready()
+			answered = readyOf(l.p, l.foreign, &asked.ticket)
 		}
 		select {
 		case res := <-results:
@@ -185,10 +185,10 @@ func (l *Call) askHedge(h *routeHandle, atts []attempt, lastWritten time.Time) *
 	for i := range atts {
 		conns[i] = atts[i].x.got.ConnID
 	}
-	x := &Exchange{p: l.p, tel: l.tel, trace: l.trace, gzip: l.gzip, route: h}
+	x := &Exchange{p: l.p, tel: l.tel, trace: l.trace, gzip: l.gzip, route: h, foreign: l.foreign}
 	x.leaseReq = LeaseRequest{Ticket: &x.ticket, Trace: x.trace,
 		Hedge: &HedgeAsk{Attempts: hedge.Attempts{Written: len(atts), LastWritten: lastWritten}, Conns: conns}}
-	h.post(&x.leaseReq)
+	x.post(&x.leaseReq) // from the pool's home for a bubbled caller, as every lease
 	return x
 }
 
