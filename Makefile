@@ -92,8 +92,8 @@ demo:
 ## writes its reproducer under testdata/fuzz. FUZZTIME=30s (or 1000000x) runs
 ## every target for that budget instead.
 FUZZTIME ?=
-FUZZ_CONN = FuzzParseKeepAlive:60000x FuzzReusable:90000x FuzzExchange:150000x FuzzRequestWriter:45000x
-FUZZ_H2 = FuzzFrameWatchAgreesWithTheFramer:3000x
+FUZZ_CONN = FuzzParseKeepAlive:60000x FuzzReusable:80000x FuzzExchange:100000x FuzzRequestWriter:70000x
+FUZZ_H2 = FuzzFrameWatchAgreesWithTheFramer:15000x
 fuzz:
 	@for t in $(FUZZ_CONN:%=./conn:%) $(FUZZ_H2:%=./conn/h2:%); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; f=$${rest%%:*}; n=$${rest#*:}; \
