@@ -305,6 +305,7 @@ func (r *Route) Receive(ctx actor.Context) {
 	r.handling = nil
 	r.shedStanding()
 	r.serveHeld(ctx)
+	r.shedStanding()
 	r.armShedTick(ctx)
 	r.wantConns(ctx)
 	r.withdrawPermits(ctx)

@@ -209,18 +209,12 @@ func (r *Route) exchangeSampled(m *Released) {
 	r.ov.lim.OnResponse(m.Written, m.Head, n)
 }
 
-// waitServed tells the queue's shedding rule of a caller served after its
-// wait.
-func (r *Route) waitServed(q queuedAt) {
-	if r.ov.queue != nil {
-		r.ov.queue.OnDequeue(r.clock(), q.at)
-	}
-}
-
 // shedStanding refuses, oldest first, the callers of a standing queue with
-// ErrOverloaded while the rule says so (codel): only once the shortest wait
-// has stayed above QueueTarget for its interval, and only those over the
-// target. None of them was leased anything: nothing of theirs was sent.
+// ErrOverloaded while the rule says so (codel): only once the queue has not
+// been empty for its interval, and only those over QueueTarget. None of them
+// was leased anything: nothing of theirs was sent. It runs after every
+// message, before and after serveHeld, so that the rule sees the queue
+// every time it empties.
 func (r *Route) shedStanding() {
 	q := r.ov.queue
 	if q == nil || r.closed {
@@ -245,12 +239,17 @@ func (r *Route) shedStanding() {
 }
 
 // armShedTick keeps the ticker armed while callers wait on a route with a
-// queue target: a queue nobody leaves is judged all the same.
+// queue target: a queue nobody leaves is judged all the same. It fires when
+// the oldest caller is due to be refused (codel's DueAt), or after
+// shedTickMax at most.
 func (r *Route) armShedTick(ctx actor.Context) {
 	if r.ov.queue == nil || r.ov.armed || r.closed || r.waiters.Len() == 0 {
 		return
 	}
-	d := min(shedTickMax, max(r.cfg.QueueTarget/2, time.Millisecond))
+	d := shedTickMax
+	if _, w, ok := r.waiters.Peek(); ok {
+		d = min(d, max(r.ov.queue.DueAt(w.at).Sub(r.clock()), time.Millisecond))
+	}
 	if r.ov.ticker == nil {
 		r.ov.ticker = newShedTicker(ctx, r.self, d)
 	} else {

@@ -184,8 +184,8 @@ func TestALongWaitWarningNamesTheAdaptiveLimit(t *testing.T) {
 }
 
 // QueueTarget sheds a standing queue: with one connection held and three
-// callers waiting, none served, the shortest wait stays above the target for
-// the whole interval, and all three are refused with ErrOverloaded (which is
+// callers waiting, none served, the queue stands for the whole interval,
+// and all three are refused with ErrOverloaded (which is
 // ErrNotSent) while the lease held goes on; no connection is dialed for them.
 func TestAStandingQueueIsShed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -260,6 +260,37 @@ func TestTheQueueTargetShedsWhatTheAdaptiveLimitHolds(t *testing.T) {
 		}
 		if st := p.stats(h); st.Shed != 2 || st.Open != 1 || st.Limit != 1 {
 			t.Fatalf("shed %d, open %d, limit %d; want 2, 1, 1", st.Shed, st.Open, st.Limit)
+		}
+		p.release(h, true, held...)
+	})
+}
+
+// A standing queue is held at the target: with the one connection held and
+// a caller every 10 ms, once the queue has stood for the interval every
+// caller is refused as soon as it has waited longer than the 50 ms target,
+// so no more than the six who came within the last 50 ms wait at any time;
+// the refusals' own short waits do not let the queue build again.
+func TestAStandingQueueIsHeldAtTheTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settleDeadLetters(t)
+		p := newPool(t, 1, 8, withQueueTarget(50*time.Millisecond))
+		h := p.route("a")
+		held := p.lease(h, 1)
+		var ts []*wait.Ticket[Lease]
+		for i := range 50 {
+			ts = append(ts, p.ask(h))
+			synctest.Wait()
+			if st := p.stats(h); i >= 10 && st.Pending > 6 {
+				t.Fatalf("%d ms after the queue formed, %d callers wait, want at most the 6 of the last 50 ms", 10*i, st.Pending)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		for i, tk := range ts {
+			if _, err := result(t, tk); !errors.Is(err, ErrOverloaded) {
+				t.Fatalf("caller %d: %v, want ErrOverloaded", i, err)
+			}
 		}
 		p.release(h, true, held...)
 	})
