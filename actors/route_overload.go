@@ -73,26 +73,54 @@ func newOverload(cfg *RouteConfig, h2 bool) overload {
 // fixedLimit is the route's limit without Adaptive: MaxConnsPerRoute
 // connections, each carrying one request, or, on HTTP/2, the streams its
 // server allows (the assumed 100 until it has said).
-func (r *Route) fixedLimit() int {
+func (r *Route) fixedLimit() int { return r.cfg.MaxConnsPerRoute * r.perConn() }
+
+// perConn is the requests one connection of the route carries at once: 1 on
+// HTTP/1.1, the streams its server allows on HTTP/2 (the assumed 100 until
+// it has said).
+func (r *Route) perConn() int {
 	if r.dialProto != protoH2 {
-		return r.cfg.MaxConnsPerRoute
+		return 1
 	}
-	per := r.h2Limit
-	if per <= 0 {
-		per = h2StreamsAssumed
+	if r.h2Limit > 0 {
+		return r.h2Limit
 	}
-	return r.cfg.MaxConnsPerRoute * per
+	return h2StreamsAssumed
 }
 
-// limitNow is the route's limit on its requests in flight: the adaptive
-// one, within the fixed one. MaxConnsPerHost, MaxConnsTotal and the fleet
-// share bound the route through the permits it asks for.
+// limitNow is the route's limit on its requests in flight: the smallest of
+// those that apply (limitHeldBy).
 func (r *Route) limitNow() int {
-	fixed := r.fixedLimit()
-	if r.ov.lim == nil {
-		return fixed
+	n, _ := r.limitHeldBy()
+	return n
+}
+
+// limitHeldBy is the route's limit on its requests in flight and what sets
+// it: the smallest of MaxConnsPerRoute's (the fixed limit, or the streams
+// its server allows), the adaptive limit, MaxConnsPerHost's and the fleet
+// share's (the connections they let the route hold, each carrying what one
+// connection carries). The last two are the most the route could hold: the
+// supervisor's permits enforce them, and what other routes of the host hold
+// lowers the host's further (the supervisor names that: LongWaitNoticed).
+// The fleet share counts once the keeper has told one. Ties name the
+// fixed limit first, then the adaptive one.
+func (r *Route) limitHeldBy() (int, waitCause) {
+	n, by := r.fixedLimit(), waitsForRouteLimit
+	if r.dialProto == protoH2 {
+		by = waitsForStream
 	}
-	return min(r.ov.lim.Limit(), fixed)
+	if r.ov.lim != nil && r.ov.lim.Limit() < n {
+		n, by = r.ov.lim.Limit(), waitsForLimit
+	}
+	if c := r.hostCap; c > 0 && c*r.perConn() < n {
+		n, by = c*r.perConn(), waitsForHost
+	}
+	if f := r.fleet; f != nil && f.Budget.Load() > 0 {
+		if s := int(f.Share.Load()) * r.perConn(); s < n {
+			n, by = s, waitsForShare
+		}
+	}
+	return n, by
 }
 
 // inFlight is the route's requests in flight: its HTTP/1.1 connections
@@ -142,10 +170,16 @@ func (r *Route) countedInFlight(cs *connState) int {
 	return 0
 }
 
-// heldByLimit reports whether the adaptive limit is what holds the route's
-// callers: every request it allows is in flight, below the fixed limit.
-func (r *Route) heldByLimit() bool {
-	return r.ov.lim != nil && !r.hasRoom() && r.limitNow() < r.fixedLimit()
+// heldBy says what holds the route's callers when one of the limits below
+// the fixed one does (limitHeldBy): every request it allows is in flight.
+// Otherwise waitsForConnection: the connections and streams are the limit,
+// or the route has room.
+func (r *Route) heldBy() waitCause {
+	n, by := r.limitHeldBy()
+	if n >= r.fixedLimit() || r.inFlight() < n {
+		return waitsForConnection
+	}
+	return by
 }
 
 // dialsRoom caps need, the connections the waiters would have dialed, to

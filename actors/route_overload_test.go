@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/connactor/connactor/internal/testkit/logrec"
 	"github.com/connactor/connactor/internal/wait"
 )
@@ -293,5 +295,78 @@ func TestAStandingQueueIsHeldAtTheTarget(t *testing.T) {
 			}
 		}
 		p.release(h, true, held...)
+	})
+}
+
+// MaxConnsPerHost below MaxConnsPerRoute is the route's limit: Stats.Limit
+// says 2 of the 8 connections the route may open, and a caller held behind
+// the two in flight is warned about as waiting for MaxConnsPerHost, with the
+// limit.
+func TestALimitOfTheHostBelowTheRoutesIsItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settleDeadLetters(t)
+		logs := &logrec.Recorder{}
+		p := newPool(t, 8, 8, func(cfg *SupervisorConfig) {
+			cfg.MaxConnsPerHost = 2
+			cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
+		})
+		h := p.route("a")
+		if st := p.stats(h); st.Limit != 2 || st.Max != 8 {
+			t.Fatalf("limit %d, max %d; want 2, 8", st.Limit, st.Max)
+		}
+		held := p.lease(h, 2)
+		next := p.ask(h)
+		synctest.Wait()
+		time.Sleep(LongWait + 100*time.Millisecond)
+		synctest.Wait()
+		warned := logs.Having("waits_for", "MaxConnsPerHost")
+		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
+			t.Fatalf("%d warnings name MaxConnsPerHost, want the one warning (logged: %+v)", len(warned), logs.All())
+		}
+		if len(logs.Having("limit", "2")) != 1 || len(logs.Having("in_flight", "2")) != 1 {
+			t.Fatalf("the warning does not say limit=2 in_flight=2: %+v", logs.All())
+		}
+		p.release(h, true, held...)
+		p.release(h, true, p.leased(next))
+	})
+}
+
+// The fleet share is the route's limit once the keeper has told one below
+// it: with a share of 1 connection of the 2 the route may open, Stats.Limit
+// says 1, and a caller held behind the one in flight is warned about as
+// waiting for the fleet share, with the limit; a larger share raises it.
+func TestAFleetShareBelowTheRoutesLimitIsItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settleDeadLetters(t)
+		logs := &logrec.Recorder{}
+		p := newPool(t, 2, 8, func(cfg *SupervisorConfig) {
+			cfg.Fleet = actor.NewPID("nonhost", "a keeper that never answers")
+			cfg.FleetInterval = time.Hour
+			cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
+		})
+		p.sys.Root.Send(p.sup, &ShareChanged{Route: "http://a:80", Share: 1, Budget: 4})
+		h := p.route("a")
+		if st := p.stats(h); st.Limit != 1 {
+			t.Fatalf("limit %d, want the share's 1", st.Limit)
+		}
+		held := p.lease(h, 1)
+		next := p.ask(h)
+		synctest.Wait()
+		time.Sleep(LongWait + 100*time.Millisecond)
+		synctest.Wait()
+		warned := logs.Having("waits_for", "fleet share")
+		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
+			t.Fatalf("%d warnings name the fleet share, want the one warning (logged: %+v)", len(warned), logs.All())
+		}
+		if len(logs.Having("limit", "1")) != 1 || len(logs.Having("in_flight", "1")) != 1 {
+			t.Fatalf("the warning does not say limit=1 in_flight=1: %+v", logs.All())
+		}
+		p.sys.Root.Send(p.sup, &ShareChanged{Route: "http://a:80", Share: 3, Budget: 4})
+		got := p.leased(next)
+		if st := p.stats(h); st.Limit != 2 {
+			t.Fatalf("limit %d with a share of 3, want MaxConnsPerRoute's 2", st.Limit)
+		}
+		p.release(h, true, held...)
+		p.release(h, true, got)
 	})
 }
