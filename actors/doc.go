@@ -124,7 +124,8 @@
 //     the cancel goes back to the actor by message (LeaseCancelled).
 //   - Published counters (routePublished, fleetPublished) have one writer,
 //     the actor, and readers that only look (the supervisor's ticks, the
-//     gauges); a decision taken on them is checked again by message.
+//     gauges, a route's limit reading its fleet share); a decision taken
+//     on them is checked again by message.
 //   - A connection's socket reader and writer are lent to a response body or
 //     a request writer between an exchange's answer and its end (see conn).
 //   - The route's outbox: a buffered channel that only the route sends to,

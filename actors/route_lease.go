@@ -75,9 +75,7 @@ func (r *Route) nextWaiter(can func(waiter) bool) (*LeaseRequest, queuedAt, bool
 	if !ok {
 		return nil, queuedAt{}, false
 	}
-	q := r.dequeued(w)
-	r.waitServed(q)
-	return w.req, q, true
+	return w.req, r.dequeued(w), true
 }
 
 // leaseNow grants m a free stream or an idle connection, and reports

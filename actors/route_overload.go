@@ -73,26 +73,54 @@ func newOverload(cfg *RouteConfig, h2 bool) overload {
 // fixedLimit is the route's limit without Adaptive: MaxConnsPerRoute
 // connections, each carrying one request, or, on HTTP/2, the streams its
 // server allows (the assumed 100 until it has said).
-func (r *Route) fixedLimit() int {
+func (r *Route) fixedLimit() int { return r.cfg.MaxConnsPerRoute * r.perConn() }
+
+// perConn is the requests one connection of the route carries at once: 1 on
+// HTTP/1.1, the streams its server allows on HTTP/2 (the assumed 100 until
+// it has said).
+func (r *Route) perConn() int {
 	if r.dialProto != protoH2 {
-		return r.cfg.MaxConnsPerRoute
+		return 1
 	}
-	per := r.h2Limit
-	if per <= 0 {
-		per = h2StreamsAssumed
+	if r.h2Limit > 0 {
+		return r.h2Limit
 	}
-	return r.cfg.MaxConnsPerRoute * per
+	return h2StreamsAssumed
 }
 
-// limitNow is the route's limit on its requests in flight: the adaptive
-// one, within the fixed one. MaxConnsPerHost, MaxConnsTotal and the fleet
-// share bound the route through the permits it asks for.
+// limitNow is the route's limit on its requests in flight: the smallest of
+// those that apply (limitHeldBy).
 func (r *Route) limitNow() int {
-	fixed := r.fixedLimit()
-	if r.ov.lim == nil {
-		return fixed
+	n, _ := r.limitHeldBy()
+	return n
+}
+
+// limitHeldBy is the route's limit on its requests in flight and what sets
+// it: the smallest of MaxConnsPerRoute's (the fixed limit, or the streams
+// its server allows), the adaptive limit, MaxConnsPerHost's and the fleet
+// share's (the connections they let the route hold, each carrying what one
+// connection carries). The last two are the most the route could hold: the
+// supervisor's permits enforce them, and what other routes of the host hold
+// lowers the host's further (the supervisor names that: LongWaitNoticed).
+// The fleet share counts once the keeper has told one. Ties name the
+// fixed limit first, then the adaptive one.
+func (r *Route) limitHeldBy() (int, waitCause) {
+	n, by := r.fixedLimit(), waitsForRouteLimit
+	if r.dialProto == protoH2 {
+		by = waitsForStream
 	}
-	return min(r.ov.lim.Limit(), fixed)
+	if r.ov.lim != nil && r.ov.lim.Limit() < n {
+		n, by = r.ov.lim.Limit(), waitsForLimit
+	}
+	if c := r.hostCap; c > 0 && c*r.perConn() < n {
+		n, by = c*r.perConn(), waitsForHost
+	}
+	if f := r.fleet; f != nil && f.Budget.Load() > 0 {
+		if s := int(f.Share.Load()) * r.perConn(); s < n {
+			n, by = s, waitsForShare
+		}
+	}
+	return n, by
 }
 
 // inFlight is the route's requests in flight: its HTTP/1.1 connections
@@ -142,10 +170,16 @@ func (r *Route) countedInFlight(cs *connState) int {
 	return 0
 }
 
-// heldByLimit reports whether the adaptive limit is what holds the route's
-// callers: every request it allows is in flight, below the fixed limit.
-func (r *Route) heldByLimit() bool {
-	return r.ov.lim != nil && !r.hasRoom() && r.limitNow() < r.fixedLimit()
+// heldBy says what holds the route's callers when one of the limits below
+// the fixed one does (limitHeldBy): every request it allows is in flight.
+// Otherwise waitsForConnection: the connections and streams are the limit,
+// or the route has room.
+func (r *Route) heldBy() waitCause {
+	n, by := r.limitHeldBy()
+	if n >= r.fixedLimit() || r.inFlight() < n {
+		return waitsForConnection
+	}
+	return by
 }
 
 // dialsRoom caps need, the connections the waiters would have dialed, to
@@ -209,18 +243,12 @@ func (r *Route) exchangeSampled(m *Released) {
 	r.ov.lim.OnResponse(m.Written, m.Head, n)
 }
 
-// waitServed tells the queue's shedding rule of a caller served after its
-// wait.
-func (r *Route) waitServed(q queuedAt) {
-	if r.ov.queue != nil {
-		r.ov.queue.OnDequeue(r.clock(), q.at)
-	}
-}
-
 // shedStanding refuses, oldest first, the callers of a standing queue with
-// ErrOverloaded while the rule says so (codel): only once the shortest wait
-// has stayed above QueueTarget for its interval, and only those over the
-// target. None of them was leased anything: nothing of theirs was sent.
+// ErrOverloaded while the rule says so (codel): only once the queue has not
+// been empty for its interval, and only those over QueueTarget. None of them
+// was leased anything: nothing of theirs was sent. It runs after every
+// message, before and after serveHeld, so that the rule sees the queue
+// every time it empties.
 func (r *Route) shedStanding() {
 	q := r.ov.queue
 	if q == nil || r.closed {
@@ -245,12 +273,17 @@ func (r *Route) shedStanding() {
 }
 
 // armShedTick keeps the ticker armed while callers wait on a route with a
-// queue target: a queue nobody leaves is judged all the same.
+// queue target: a queue nobody leaves is judged all the same. It fires when
+// the oldest caller is due to be refused (codel's DueAt), or after
+// shedTickMax at most.
 func (r *Route) armShedTick(ctx actor.Context) {
 	if r.ov.queue == nil || r.ov.armed || r.closed || r.waiters.Len() == 0 {
 		return
 	}
-	d := min(shedTickMax, max(r.cfg.QueueTarget/2, time.Millisecond))
+	d := shedTickMax
+	if _, w, ok := r.waiters.Peek(); ok {
+		d = min(d, max(r.ov.queue.DueAt(w.at).Sub(r.clock()), time.Millisecond))
+	}
 	if r.ov.ticker == nil {
 		r.ov.ticker = newShedTicker(ctx, r.self, d)
 	} else {

@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/connactor/connactor/internal/testkit/logrec"
 	"github.com/connactor/connactor/internal/wait"
 )
@@ -184,8 +186,8 @@ func TestALongWaitWarningNamesTheAdaptiveLimit(t *testing.T) {
 }
 
 // QueueTarget sheds a standing queue: with one connection held and three
-// callers waiting, none served, the shortest wait stays above the target for
-// the whole interval, and all three are refused with ErrOverloaded (which is
+// callers waiting, none served, the queue stands for the whole interval,
+// and all three are refused with ErrOverloaded (which is
 // ErrNotSent) while the lease held goes on; no connection is dialed for them.
 func TestAStandingQueueIsShed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -262,5 +264,109 @@ func TestTheQueueTargetShedsWhatTheAdaptiveLimitHolds(t *testing.T) {
 			t.Fatalf("shed %d, open %d, limit %d; want 2, 1, 1", st.Shed, st.Open, st.Limit)
 		}
 		p.release(h, true, held...)
+	})
+}
+
+// A standing queue is held at the target: with the one connection held and
+// a caller every 10 ms, once the queue has stood for the interval every
+// caller is refused as soon as it has waited longer than the 50 ms target,
+// so no more than the six who came within the last 50 ms wait at any time;
+// the refusals' own short waits do not let the queue build again.
+func TestAStandingQueueIsHeldAtTheTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settleDeadLetters(t)
+		p := newPool(t, 1, 8, withQueueTarget(50*time.Millisecond))
+		h := p.route("a")
+		held := p.lease(h, 1)
+		var ts []*wait.Ticket[Lease]
+		for i := range 50 {
+			ts = append(ts, p.ask(h))
+			synctest.Wait()
+			if st := p.stats(h); i >= 10 && st.Pending > 6 {
+				t.Fatalf("%d ms after the queue formed, %d callers wait, want at most the 6 of the last 50 ms", 10*i, st.Pending)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		for i, tk := range ts {
+			if _, err := result(t, tk); !errors.Is(err, ErrOverloaded) {
+				t.Fatalf("caller %d: %v, want ErrOverloaded", i, err)
+			}
+		}
+		p.release(h, true, held...)
+	})
+}
+
+// MaxConnsPerHost below MaxConnsPerRoute is the route's limit: Stats.Limit
+// says 2 of the 8 connections the route may open, and a caller held behind
+// the two in flight is warned about as waiting for MaxConnsPerHost, with the
+// limit.
+func TestALimitOfTheHostBelowTheRoutesIsItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settleDeadLetters(t)
+		logs := &logrec.Recorder{}
+		p := newPool(t, 8, 8, func(cfg *SupervisorConfig) {
+			cfg.MaxConnsPerHost = 2
+			cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
+		})
+		h := p.route("a")
+		if st := p.stats(h); st.Limit != 2 || st.Max != 8 {
+			t.Fatalf("limit %d, max %d; want 2, 8", st.Limit, st.Max)
+		}
+		held := p.lease(h, 2)
+		next := p.ask(h)
+		synctest.Wait()
+		time.Sleep(LongWait + 100*time.Millisecond)
+		synctest.Wait()
+		warned := logs.Having("waits_for", "MaxConnsPerHost")
+		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
+			t.Fatalf("%d warnings name MaxConnsPerHost, want the one warning (logged: %+v)", len(warned), logs.All())
+		}
+		if len(logs.Having("limit", "2")) != 1 || len(logs.Having("in_flight", "2")) != 1 {
+			t.Fatalf("the warning does not say limit=2 in_flight=2: %+v", logs.All())
+		}
+		p.release(h, true, held...)
+		p.release(h, true, p.leased(next))
+	})
+}
+
+// The fleet share is the route's limit once the keeper has told one below
+// it: with a share of 1 connection of the 2 the route may open, Stats.Limit
+// says 1, and a caller held behind the one in flight is warned about as
+// waiting for the fleet share, with the limit; a larger share raises it.
+func TestAFleetShareBelowTheRoutesLimitIsItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		settleDeadLetters(t)
+		logs := &logrec.Recorder{}
+		p := newPool(t, 2, 8, func(cfg *SupervisorConfig) {
+			cfg.Fleet = actor.NewPID("nonhost", "a keeper that never answers")
+			cfg.FleetInterval = time.Hour
+			cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
+		})
+		p.sys.Root.Send(p.sup, &ShareChanged{Route: "http://a:80", Share: 1, Budget: 4})
+		h := p.route("a")
+		if st := p.stats(h); st.Limit != 1 {
+			t.Fatalf("limit %d, want the share's 1", st.Limit)
+		}
+		held := p.lease(h, 1)
+		next := p.ask(h)
+		synctest.Wait()
+		time.Sleep(LongWait + 100*time.Millisecond)
+		synctest.Wait()
+		warned := logs.Having("waits_for", "fleet share")
+		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
+			t.Fatalf("%d warnings name the fleet share, want the one warning (logged: %+v)", len(warned), logs.All())
+		}
+		if len(logs.Having("limit", "1")) != 1 || len(logs.Having("in_flight", "1")) != 1 {
+			t.Fatalf("the warning does not say limit=1 in_flight=1: %+v", logs.All())
+		}
+		p.sys.Root.Send(p.sup, &ShareChanged{Route: "http://a:80", Share: 3, Budget: 4})
+		got := p.leased(next)
+		if st := p.stats(h); st.Limit != 2 {
+			t.Fatalf("limit %d with a share of 3, want MaxConnsPerRoute's 2", st.Limit)
+		}
+		p.release(h, true, held...)
+		p.release(h, true, got)
 	})
 }

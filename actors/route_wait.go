@@ -247,32 +247,38 @@ func (r *Route) onLongWaitChecked(ctx actor.Context) {
 // warnLongWait logs the long-wait warning, naming what the oldest caller
 // waits for. A wait for the supervisor's permit (MaxConnsTotal,
 // MaxConnsPerHost, the fleet share) is the supervisor's to name: the route
-// tells it (LongWaitNoticed), and it logs the warning.
+// tells it (LongWaitNoticed), and it logs the warning. A limit of the
+// route's below the fixed one (the adaptive limit, MaxConnsPerHost's, the
+// fleet share's: limitHeldBy) is named with the limit and the requests in
+// flight.
 func (r *Route) warnLongWait(ctx actor.Context, oldest time.Duration) {
 	leased := len(r.conns) - len(r.idle) - r.dialing
 	c := r.waitCause()
-	if c == waitsForPermit {
+	switch {
+	case c == waitsForPermit:
 		ctx.Send(r.sup, &LongWaitNoticed{From: r.self, Route: r.name, Waiting: r.waiters.Len(), Oldest: oldest, Leased: leased})
-		return
+	case c != waitsForConnection && c == r.heldBy():
+		extra := []any{"limit", r.limitNow(), "in_flight", r.inFlight()}
+		if r.ov.lim != nil {
+			extra = append(extra, "no_load", r.ov.lim.NoLoad())
+		}
+		logLongWait(r.cfg.Logger, r.name, c, r.waiters.Len(), oldest, leased, extra...)
+	default:
+		logLongWait(r.cfg.Logger, r.name, c, r.waiters.Len(), oldest, leased)
 	}
-	if c == waitsForLimit {
-		logLongWait(r.cfg.Logger, r.name, c, r.waiters.Len(), oldest, leased,
-			"limit", r.limitNow(), "in_flight", r.inFlight(), "no_load", r.ov.lim.NoLoad())
-		return
-	}
-	logLongWait(r.cfg.Logger, r.name, c, r.waiters.Len(), oldest, leased)
 }
 
 // waitCause says what the route's oldest caller waits for, as far as the
 // route knows: a permit it asked the supervisor for is waitsForPermit.
 func (r *Route) waitCause() waitCause {
+	held := r.heldBy()
 	switch {
 	case r.breaker.state != breakerClosed:
 		return waitsForProbe
 	case r.shed:
 		return waitsForShare // above its share: it asks for no permit
-	case r.heldByLimit():
-		return waitsForLimit
+	case held != waitsForConnection:
+		return held // a limit below the fixed one: adaptive, host, fleet share
 	case r.dialing > 0:
 		return waitsForDials
 	case r.permitsPending > 0:

@@ -288,8 +288,9 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 	}
 	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget),
 		outbox: make(chan offer, outboxDepth(m.Key, s.cfg.Route)),
-		tel:    s.cfg.Route.Tel.ActorRoute(m.Key.Scheme, m.Key.Host, m.Key.Port)}
-	fp := &fleetPublished{}
+		tel:    s.cfg.Route.Tel.ActorRoute(m.Key.Scheme, m.Key.Host, m.Key.Port), fleet: &fleetPublished{},
+		hostCap: s.cfg.MaxConnsPerHost}
+	fp := parts.fleet
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
 		newRoute = NewRoute

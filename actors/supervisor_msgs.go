@@ -55,12 +55,16 @@ func (h *routeHandle) post(msg any) { h.mb.PostUserMessage(msg) }
 
 // routeParts are what the supervisor makes for a route actor before spawning
 // it, and hands to it: the counters it publishes, its mailbox, which
-// outlives it (the actor closes it when it stops), and its outbox.
+// outlives it (the actor closes it when it stops), its outbox, and the
+// limits the supervisor enforces that it counts in its own (limitHeldBy):
+// its fleet share as the supervisor publishes it, and MaxConnsPerHost.
 type routeParts struct {
-	pub    *routePublished
-	mb     *mailbox.Mailbox
-	outbox chan offer
-	tel    *telemetry.Route
+	pub     *routePublished
+	mb      *mailbox.Mailbox
+	outbox  chan offer
+	tel     *telemetry.Route
+	fleet   *fleetPublished // the route's fleet share, which the supervisor writes
+	hostCap int             // MaxConnsPerHost (0: none)
 }
 
 // fleetPublished is a route's fleet budget as the supervisor enforces it

@@ -180,12 +180,12 @@ type Config struct {
 	// requests in flight time out, and climbs back while latency stays near
 	// it. Callers beyond it wait in the route's FIFO. nil = fixed.
 	Adaptive *AdaptiveLimit
-	// QueueTarget (0 = off): a route whose callers keep waiting longer than
-	// this sheds them, as CoDel does: only once the shortest wait in its
-	// queue has stayed above QueueTarget for 100 ms, callers that have
-	// waited longer than QueueTarget are refused at once with ErrOverloaded
-	// (ErrNotSent), oldest first, until a wait below it is seen. A burst
-	// that drains within 100 ms is never shed.
+	// QueueTarget (0 = off): a route whose queue stands sheds its callers
+	// who wait longer than this, as Facebook's servers apply CoDel: once
+	// its queue has not been empty for 100 ms, every caller that has
+	// waited longer than QueueTarget is refused at once with ErrOverloaded
+	// (ErrNotSent), oldest first, until the queue empties. A burst that
+	// drains within 100 ms is never shed.
 	QueueTarget time.Duration
 
 	fault actors.FaultHook // fault injection (tests of this package only)

@@ -89,9 +89,10 @@ type Stats struct {
 	HedgeWins uint64 `json:"hedgeWins"`
 
 	// Overload control. Limit is the route's limit on its requests in
-	// flight now (with Adaptive, the one it chose; without, its fixed
-	// limit: MaxConnsPerRoute, or on HTTP/2 the streams its connections
-	// allow); InFlight, its requests in flight (leases plus HTTP/2
+	// flight now: the smallest of its fixed limit (MaxConnsPerRoute, or on
+	// HTTP/2 the streams its connections allow), the one Adaptive chose,
+	// and what MaxConnsPerHost and its fleet share let it hold (those
+	// connections, each carrying what one carries); InFlight, its requests in flight (leases plus HTTP/2
 	// streams); NoLoad, the no-load latency it measured (0 without
 	// Adaptive); Shed, the callers refused with ErrOverloaded (QueueTarget).
 	Limit    int           `json:"limit"`

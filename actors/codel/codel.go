@@ -5,31 +5,37 @@
 //
 // # The rule
 //
-// It is CoDel's (Nichols and Jacobson, "Controlling Queue Delay", ACM Queue,
-// May 2012; RFC 8289), as Facebook applies it to the queues of its servers
-// (Maurer, "Fail at Scale", ACM Queue, 2015): a queue that drains now and
-// then is a good queue, whatever its peaks; a queue whose shortest wait stays
-// above a target for a whole interval is a standing queue, and only then is
-// anything shed. While the shortest wait stays above Target for Interval
-// (default 100 ms), callers that have waited longer than Target are refused,
-// oldest first, until a wait below Target is seen (the queue emptied, a
-// caller left it sooner, or the oldest left in it has waited less). A burst
-// that drains within the interval is never shed. As in Facebook's queues and
-// unlike CoDel's packet scheduler, every caller over the target is refused
-// while shedding, not one at a growing rate: a refused caller can go
-// elsewhere at once, and one kept waiting past the target is likely to give
-// up anyway, after holding its place. Facebook's queues also switch to LIFO
-// under load, so that the newest callers, most likely still waiting, are
-// served first; a route keeps its FIFO order (first come, first served is
-// part of its contract), and refusing those over the target bounds every
-// wait instead.
+// It is Facebook's adaptation of CoDel (Nichols and Jacobson, "Controlling
+// Queue Delay", ACM Queue, May 2012; RFC 8289) to the queues of its servers
+// (Maurer, "Fail at Scale", ACM Queue, 2015): a queue that empties now and
+// then is a good queue, whatever its peaks; a queue that has not been empty
+// for a whole interval (default 100 ms) is a standing queue, and while it
+// stands every caller that has waited longer than Target is refused, oldest
+// first. Once the queue empties, the interval starts again from the caller
+// who next finds it empty. So a burst that drains within the interval is
+// never shed, and a standing queue is held at the target: no caller waits
+// much longer than Target, however the load goes on.
 //
-// The route reports each wait it sees: OnDequeue when a caller leaves the
-// queue to be served, and ShouldShed, with its oldest waiter's enqueue time,
-// on each tick and after each change to its queue; ShouldShed with the zero
-// time says the queue is empty. The oldest waiter's wait so far is a wait
-// the queue has (no one in it has waited longer), so a queue that nobody
-// leaves is still judged.
+// Only an empty queue ends a standing queue, not a short wait. CoDel's own
+// packet rule stops dropping as soon as one wait falls below the target and
+// needs another whole interval above it to start again; with callers, the
+// refusals themselves make the next wait short (the oldest are gone), so
+// that rule let the queue build for target + interval after every wave of
+// refusals. A standing queue whose waits stay below the target loses no one.
+//
+// As in Facebook's queues and unlike CoDel's packet scheduler, every caller
+// over the target is refused while the queue stands, not one at a growing
+// rate: a refused caller can go elsewhere at once, and one kept waiting past
+// the target is likely to give up anyway, after holding its place.
+// Facebook's queues also switch to LIFO under load, so that the newest
+// callers, most likely still waiting, are served first; a route keeps its
+// FIFO order (first come, first served is part of its contract), and
+// refusing those over the target bounds every wait instead.
+//
+// The route asks ShouldShed, with its oldest waiter's enqueue time, on each
+// tick and after each change to its queue; ShouldShed with the zero time
+// says the queue is empty. Since every change is reported, the queue was
+// empty until the oldest waiter of the first look after an empty one came.
 package codel
 
 import (
@@ -37,21 +43,21 @@ import (
 	"time"
 )
 
-// DefaultInterval is how long the shortest wait must stay above the target
-// before anyone is shed: CoDel's 100 ms, a worst-case round trip.
+// DefaultInterval is how long the queue must stay non-empty before anyone
+// is shed: CoDel's 100 ms, a worst-case round trip.
 const DefaultInterval = 100 * time.Millisecond
 
 // Queue is one route's shedding decision. Its methods cost a few nanoseconds
 // and allocate nothing; it is not safe for concurrent use.
 type Queue struct {
 	target, interval time.Duration
-	// aboveSince is when the waits went above target with none below since
-	// (zero: the last wait seen was below it).
-	aboveSince time.Time
+	// busySince is when the queue last stopped being empty (zero: it was
+	// empty at the last look, or there was none).
+	busySince time.Time
 }
 
 // New returns a Queue that sheds callers waiting longer than target once the
-// shortest wait has stayed above it for interval (0: DefaultInterval).
+// queue has not been empty for interval (0: DefaultInterval).
 func New(target, interval time.Duration) (*Queue, error) {
 	if interval == 0 {
 		interval = DefaultInterval
@@ -62,29 +68,36 @@ func New(target, interval time.Duration) (*Queue, error) {
 	return &Queue{target: target, interval: interval}, nil
 }
 
-// OnDequeue records a caller that left the queue at now to be served, after
-// waiting since enqueuedAt.
-func (q *Queue) OnDequeue(now, enqueuedAt time.Time) { q.observe(now, now.Sub(enqueuedAt)) }
-
-// ShouldShed records the wait of the oldest caller in the queue, enqueued at
-// oldest (the zero time: the queue is empty), and says whether the route
-// should refuse it now. The route refuses it and asks again with the next
-// oldest, until the answer is false.
+// ShouldShed records the oldest caller in the queue, enqueued at oldest (the
+// zero time: the queue is empty), and says whether the route should refuse
+// it now. The route refuses it and asks again with the next oldest, until
+// the answer is false.
 func (q *Queue) ShouldShed(now, oldest time.Time) bool {
 	if oldest.IsZero() {
-		q.aboveSince = time.Time{}
+		q.busySince = time.Time{}
 		return false
 	}
-	wait := now.Sub(oldest)
-	q.observe(now, wait) // a wait at or below the target ends shedding here
-	return !q.aboveSince.IsZero() && now.Sub(q.aboveSince) >= q.interval
+	if q.busySince.IsZero() {
+		q.busySince = oldest // empty until it came
+	}
+	return now.Sub(q.busySince) >= q.interval && now.Sub(oldest) > q.target
 }
 
-func (q *Queue) observe(now time.Time, wait time.Duration) {
-	switch {
-	case wait <= q.target:
-		q.aboveSince = time.Time{}
-	case q.aboveSince.IsZero():
-		q.aboveSince = now
+// DueAt is when the caller enqueued at oldest, the oldest in the queue, is
+// to be refused if it still waits then and the queue has not emptied: the
+// later of its wait passing the target and the queue standing for the
+// interval. The zero time for an empty queue.
+func (q *Queue) DueAt(oldest time.Time) time.Time {
+	if oldest.IsZero() {
+		return time.Time{}
 	}
+	busy := q.busySince
+	if busy.IsZero() || oldest.Before(busy) {
+		busy = oldest
+	}
+	due := oldest.Add(q.target + 1)
+	if stands := busy.Add(q.interval); stands.After(due) {
+		return stands
+	}
+	return due
 }
