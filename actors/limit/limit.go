@@ -16,11 +16,12 @@
 // and the number of the route's requests in flight when it was written (itself
 // included). With ratio = latency / no-load latency:
 //
-//   - ratio above Tolerance (default 2): the limit is multiplied by
-//     Tolerance/ratio, by 0.5 at the least;
+//   - ratio above Tolerance (default 2), with the latency also more than
+//     Slack (default 10 ms) above the no-load latency: the limit is
+//     multiplied by Tolerance/ratio, by 0.5 at the least;
 //   - a request whose caller gave up (OnTimeout) after it had been in flight
-//     longer than Tolerance times the no-load latency halves the limit,
-//     whatever latencies the upstream showed before;
+//     that late (Tolerance times the no-load latency, and Slack above it)
+//     halves the limit, whatever latencies the upstream showed before;
 //   - otherwise, when the request was written with the limit full (in flight
 //     at least the limit), the limit grows by 1/limit: one more per round of
 //     requests, as TCP's congestion avoidance does. A request written while
@@ -31,6 +32,17 @@
 // time and queues the rest answers in about n/K service times with n of the
 // route's requests in it, so the limit settles where n/K is near Tolerance:
 // about 2K requests held at the upstream.
+//
+// Slack is what "well above" means for a fast upstream. A ratio alone reads a
+// loopback or same-rack upstream answering in 50 µs, and in 2 ms once a few
+// dozen requests share its cores and the client's, as a queue forty times
+// its service time, and holds the route to a handful of requests while the
+// upstream has room for many more (measured: a third of the throughput of a
+// fixed limit in connbench's healthy cells). A queue of a few milliseconds
+// is not what the limit is for: a caller gains nothing from a lower limit
+// until the upstream's queue costs it more than Slack, so latency rises
+// below it count as near the no-load latency. An upstream whose service
+// time is above Slack is governed by the ratio alone, as before.
 //
 // A decrease applies once per round, as TCP's NewReno reduces once per window
 // of data (RFC 6582): samples of requests written before the last decrease
@@ -85,6 +97,7 @@ type Config struct {
 	Min       int           // the lowest limit (default 1)
 	Initial   int           // the first limit (default min(8, Max)), raised to Min
 	Tolerance float64       // latency over no-load latency at which the limit falls (default 2)
+	Slack     time.Duration // and the least latency above the no-load latency at which it falls (default 10 ms)
 	Window    time.Duration // how long a re-measurement of the no-load latency lasts (default 2 s)
 }
 
@@ -93,6 +106,7 @@ const (
 	DefaultMin       = 1
 	DefaultInitial   = 8
 	DefaultTolerance = 2.0
+	DefaultSlack     = 10 * time.Millisecond
 	DefaultWindow    = 2 * time.Second
 )
 
@@ -101,6 +115,7 @@ const (
 type Limit struct {
 	min, max  float64
 	tolerance float64
+	slack     time.Duration
 	window    time.Duration
 
 	limit        float64
@@ -135,6 +150,12 @@ func New(cfg Config) (*Limit, error) {
 	if !(cfg.Tolerance > 1) {
 		return nil, fmt.Errorf("%w: Tolerance %v must be > 1", ErrInvalidConfig, cfg.Tolerance)
 	}
+	if cfg.Slack == 0 {
+		cfg.Slack = DefaultSlack
+	}
+	if cfg.Slack < 0 {
+		return nil, fmt.Errorf("%w: Slack %v must be >= 0", ErrInvalidConfig, cfg.Slack)
+	}
 	if cfg.Window == 0 {
 		cfg.Window = DefaultWindow
 	}
@@ -143,7 +164,7 @@ func New(cfg Config) (*Limit, error) {
 	}
 	return &Limit{
 		min: float64(cfg.Min), max: float64(cfg.Max),
-		tolerance: cfg.Tolerance, window: cfg.Window,
+		tolerance: cfg.Tolerance, slack: cfg.Slack, window: cfg.Window,
 		limit: float64(cfg.Initial),
 	}, nil
 }
@@ -166,10 +187,9 @@ func (l *Limit) OnResponse(writtenAt, now time.Time, inFlight int) {
 	if writtenAt.Before(l.lastDecrease) {
 		return
 	}
-	ratio := float64(latency) / float64(l.noLoad)
 	switch {
-	case ratio > l.tolerance:
-		l.decrease(now, max(0.5, l.tolerance/ratio))
+	case l.late(latency):
+		l.decrease(now, max(0.5, l.tolerance*float64(l.noLoad)/float64(latency)))
 	case inFlight >= int(l.limit):
 		l.limit = min(l.max, l.limit+1/l.limit)
 	}
@@ -177,16 +197,22 @@ func (l *Limit) OnResponse(writtenAt, now time.Time, inFlight int) {
 
 // OnTimeout records a request written at writtenAt (with inFlight of the
 // route's requests in flight, itself included) whose caller gave up at now
-// without a response head. When it had been in flight longer than Tolerance
-// times the no-load latency, its response was late: the upstream is
+// without a response head. When it had been in flight late (longer than
+// Tolerance times the no-load latency, and Slack above it), the upstream is
 // overloaded, whatever latencies it showed before, and the limit halves, once
 // per round. A caller that gave up sooner (most of its time spent waiting in
 // the route's queue, or a short deadline) says nothing about the upstream.
 func (l *Limit) OnTimeout(writtenAt, now time.Time, inFlight int) {
-	if writtenAt.Before(l.lastDecrease) || float64(now.Sub(writtenAt)) <= l.tolerance*float64(l.noLoad) {
+	if writtenAt.Before(l.lastDecrease) || !l.late(now.Sub(writtenAt)) {
 		return
 	}
 	l.decrease(now, 0.5)
+}
+
+// late reports whether latency is well above the no-load latency: more than
+// Tolerance times it, and more than Slack above it (see the package doc).
+func (l *Limit) late(latency time.Duration) bool {
+	return float64(latency) > l.tolerance*float64(l.noLoad) && latency-l.noLoad > l.slack
 }
 
 func (l *Limit) decrease(now time.Time, factor float64) {

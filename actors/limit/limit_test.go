@@ -47,6 +47,11 @@ func TestLimitFollowsItsRules(t *testing.T) {
 		samples:   []sample{learned20ms, {written: 100, at: 130, inFlight: 8, repeat: 10, every: 1}},
 		wantLimit: 9, wantNoLoad: 20 * time.Millisecond,
 	}, {
+		name:      "latency more than Slack above a fast upstream's no-load latency lowers it",
+		cfg:       Config{Max: 64, Initial: 16, Slack: 5 * time.Millisecond},
+		samples:   []sample{learned20ms, {written: 100, at: 146, inFlight: 16}},
+		wantLimit: 13, wantNoLoad: 20 * time.Millisecond,
+	}, {
 		name:      "app-limited requests never raise it, however fast",
 		cfg:       Config{Max: 64, Initial: 8},
 		samples:   []sample{learned20ms, {written: 100, at: 120, inFlight: 7, repeat: 1000, every: 1}},
@@ -220,5 +225,34 @@ func BenchmarkOnTimeout(b *testing.B) {
 	for b.Loop() {
 		now = now.Add(time.Millisecond)
 		l.OnTimeout(now.Add(-time.Second), now, 8)
+	}
+}
+
+// A fast upstream (50 µs alone) whose latency grows to 2 ms with a few dozen
+// requests in flight is not queueing anything worth a lower limit: held to
+// a handful of requests by the ratio alone, a route got a third of a fixed
+// limit's throughput in connbench's healthy cells.
+func TestAFastUpstreamsLatencyWithinSlackOfItsNoLoadLatencyRaisesTheLimit(t *testing.T) {
+	l, err := New(Config{Max: 64, Initial: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
+	l.OnResponse(us(0), us(50), 1)
+	at := 1000
+	for range 200 {
+		in := l.Limit()
+		l.OnResponse(us(at), us(at+2000), in) // 40 times the no-load latency, 1.95 ms above it
+		at += 10
+	}
+	if got := l.Limit(); got <= 8 {
+		t.Fatalf("limit %d after 200 full rounds at 2 ms, want it raised above 8", got)
+	}
+	if got := l.NoLoad(); got != 50*time.Microsecond {
+		t.Fatalf("no-load latency %v, want 50µs", got)
+	}
+	l.OnResponse(us(at), us(at+20000), l.Limit()) // 20 ms: past Slack, a real queue
+	if got := l.Limit(); got > 16 {
+		t.Fatalf("limit %d after a 20 ms response, want it halved", got)
 	}
 }
