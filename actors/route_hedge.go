@@ -44,6 +44,19 @@ const (
 	hedgeRepublishAfter = 100 * time.Millisecond
 )
 
+// delay is how long a hedged request's first attempt waits now before a
+// hedge is asked for (Stats.HedgeDelay): the policy's fixed Delay, or the
+// measured one last published (0 until measured); 0 without hedging.
+func (h *routeHedge) delay(pub *routePublished) time.Duration {
+	switch {
+	case h.policy == nil || h.policy.MaxAttempts < 2:
+		return 0
+	case h.policy.Delay > 0:
+		return h.policy.Delay
+	}
+	return time.Duration(pub.HedgeDelay.Load())
+}
+
 // HedgeRefused answers a hedge's LeaseRequest the route does not serve:
 // RetryAt is when the caller may ask again (the delay has not passed, or
 // the route has no room or budget now), zero when it may not (the request

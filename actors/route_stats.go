@@ -95,7 +95,7 @@ func (r *Route) stats() routeReport {
 		ClosedBy: by, OldestLease: oldestAge,
 		RecentCloses: r.recentCloses.list(), RecentWaits: r.recentWaits.list(),
 		Endpoints: r.endpointStats(), ResolvedAt: r.eps.at, ResolveErr: r.eps.err,
-		Hedges: r.hedge.sent, HedgeWins: r.hedge.wins,
+		Hedges: r.hedge.sent, HedgeWins: r.hedge.wins, HedgeDelay: r.hedge.delay(r.pub),
 		Limit: r.limitNow(), InFlight: r.inFlight() - r.out.idle(), NoLoad: r.noLoad(), Shed: r.ov.shedN,
 	}}
 }

@@ -451,3 +451,28 @@ func TestAHedgeGoesToAnotherAddressOfTheHostWhenOneIsUp(t *testing.T) {
 		t.Fatalf("the first attempt went to %s and the hedge to %q: want another address", first, hedge)
 	}
 }
+
+func TestStatsSayHowLongAHedgedRequestWaitsBeforeItsHedge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+
+	fixed := newClient(t, Config{Hedge: fixedHedge})
+	get(t, fixed, srv.URL)
+	if got := routeStats(t, fixed).HedgeDelay; got != fixedHedge.Delay {
+		t.Errorf("with a fixed Delay: HedgeDelay %v, want %v", got, fixedHedge.Delay)
+	}
+
+	measured := newClient(t, Config{Hedge: &HedgePolicy{}}) // the measured p95
+	for range 64 {
+		get(t, measured, srv.URL)
+	}
+	if got := routeStats(t, measured).HedgeDelay; got <= 0 {
+		t.Errorf("after 64 answers at the measured p95: HedgeDelay %v, want the measured latency", got)
+	}
+
+	none := newClient(t, Config{})
+	get(t, none, srv.URL)
+	if got := routeStats(t, none).HedgeDelay; got != 0 {
+		t.Errorf("without Hedge: HedgeDelay %v, want 0", got)
+	}
+}

@@ -84,9 +84,13 @@ type Stats struct {
 	// Hedged requests (client's Config.Hedge; both zero without it).
 	// Hedges counts hedged attempts written to a connection or stream (the
 	// first attempt of a request is no hedge); HedgeWins, requests whose
-	// response came from a hedged attempt.
-	Hedges    uint64 `json:"hedges"`
-	HedgeWins uint64 `json:"hedgeWins"`
+	// response came from a hedged attempt. HedgeDelay is how long a hedged
+	// request's first attempt waits now before a hedge goes: the policy's
+	// Delay, or the route's latency at its percentile, write to response
+	// head, as last measured (0 until then).
+	Hedges     uint64        `json:"hedges"`
+	HedgeWins  uint64        `json:"hedgeWins"`
+	HedgeDelay time.Duration `json:"hedgeDelay"` // seconds in JSON
 
 	// Overload control. Limit is the route's limit on its requests in
 	// flight now: the smallest of its fixed limit (MaxConnsPerRoute, or on
@@ -209,6 +213,7 @@ type statsJSON struct {
 	OldestLease  jsonsec.Duration `json:"oldestLease"`
 	FleetRenewal jsonsec.Duration `json:"fleetRenewal"`
 	NoLoad       jsonsec.Duration `json:"noLoad"`
+	HedgeDelay   jsonsec.Duration `json:"hedgeDelay"`
 	ReuseRatio   float64          `json:"reuseRatio"` // Reuses / Leases; ignored when read
 }
 
@@ -216,7 +221,7 @@ type statsJSON struct {
 func (s Stats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statsJSON{plainStats: (*plainStats)(&s), LearnedIdle: jsonsec.Duration(s.LearnedIdle),
 		OldestLease: jsonsec.Duration(s.OldestLease), FleetRenewal: jsonsec.Duration(s.FleetRenewal), NoLoad: jsonsec.Duration(s.NoLoad),
-		ReuseRatio: s.ReuseRatio()})
+		HedgeDelay: jsonsec.Duration(s.HedgeDelay), ReuseRatio: s.ReuseRatio()})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -227,6 +232,7 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 	}
 	s.LearnedIdle, s.OldestLease = time.Duration(v.LearnedIdle), time.Duration(v.OldestLease)
 	s.FleetRenewal, s.NoLoad = time.Duration(v.FleetRenewal), time.Duration(v.NoLoad)
+	s.HedgeDelay = time.Duration(v.HedgeDelay)
 	return nil
 }
 

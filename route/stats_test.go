@@ -67,7 +67,7 @@ func TestStatsTravelThroughJSONWithDurationsInSeconds(t *testing.T) {
 			t.Errorf("Stats.%s is not in the JSON as %q: %s", typ.Field(i).Name, name, b)
 		}
 	}
-	for _, k := range []string{"learnedIdle", "oldestLease", "fleetRenewal"} {
+	for _, k := range []string{"learnedIdle", "oldestLease", "fleetRenewal", "hedgeDelay"} {
 		if keys[k] != 7.0 {
 			t.Errorf("%s: %v in JSON, want 7 (seconds)", k, keys[k])
 		}

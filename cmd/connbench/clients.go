@@ -91,11 +91,13 @@ func newBenchClient(kind string, s clientSpec) (benchClient, error) {
 	case kindNetHTTPH2:
 		return newNetHTTP(s, true), nil
 	case kindConnactor:
-		return newConnactor(s, 0)
+		return newConnactor(s, 0, nil)
+	case kindConnactorAdaptive:
+		return newConnactor(s, 0, &client.AdaptiveLimit{})
 	case kindConnactorH2:
-		return newConnactor(s, 2)
+		return newConnactor(s, 2, nil)
 	case kindConnactorH1TLS:
-		return newConnactor(s, 1)
+		return newConnactor(s, 1, nil)
 	case kindFasthttp:
 		return newFasthttp(s), nil
 	case kindStdPool:
@@ -155,7 +157,8 @@ func newNetHTTP(s clientSpec, h2 bool) *stdClient {
 // off, as net/http's here (no Accept-Encoding: the same request bytes). proto
 // 0 is plain HTTP/1.1; in the h2 cells, over TLS, 2 is HTTP/2 by ALPN (the
 // default protocols) and 1 HTTP/1.1 only (MaxConnsPerRoute connections).
-func newConnactor(s clientSpec, proto int) (*stdClient, error) {
+// adaptive, when not nil, turns the routes' adaptive limit on.
+func newConnactor(s clientSpec, proto int, adaptive *client.AdaptiveLimit) (*stdClient, error) {
 	total := s.sc.total()
 	if s.sc.OpenTotal > 0 {
 		total = s.sc.OpenTotal
@@ -167,6 +170,7 @@ func newConnactor(s clientSpec, proto int) (*stdClient, error) {
 		DisableCompression:    true, // as net/http's here: every client sends the same request
 		Logger:                slog.New(slog.DiscardHandler),
 		DialContext:           countingDial(s),
+		Adaptive:              adaptive,
 	}
 	if proto > 0 {
 		cfg.TLSConfig = s.tls.Clone()

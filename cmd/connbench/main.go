@@ -53,9 +53,18 @@ const (
 	kindNetHTTPH2      = "nethttp-h2"
 	kindConnactorH2    = "connactor-h2"
 	kindConnactorH1TLS = "connactor-h1tls"
+
+	// connactor with the adaptive limit on (Config.Adaptive at its
+	// defaults), its other settings connactor's: what the limit costs a
+	// healthy server's cells. Run only when -clients names it.
+	kindConnactorAdaptive = "connactor+adaptive"
 )
 
 var allClients = []string{kindNetHTTP, kindConnactor, kindFasthttp, kindStdPool, kindRaw}
+
+// optionalClients run in the single-protocol cells only when -clients names
+// them: variants of a client, measured beside it.
+var optionalClients = []string{kindConnactorAdaptive}
 
 // h2Clients are the clients of the HTTP/2 cells (net/http first: the ratios
 // are to it).
@@ -98,7 +107,7 @@ func main() {
 	duration := fs.Duration("duration", 3*time.Second, "measured time per cell (server x scenario x client)")
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured load before each cell")
 	count := fs.Int("count", 1, "rounds per scenario (clients interleaved); the run with the median req/s is reported")
-	clients := fs.String("clients", strings.Join(allClients, ","), "clients of the single-protocol cells, comma-separated: "+strings.Join(allClients, ",")+" (HTTP/2 cells: "+strings.Join(h2Clients, ",")+"; sweeps: "+strings.Join(sweepClients, ",")+", those of -clients)")
+	clients := fs.String("clients", strings.Join(allClients, ","), "clients of the single-protocol cells, comma-separated: "+strings.Join(allClients, ",")+", and on demand "+strings.Join(optionalClients, ",")+" (HTTP/2 cells: "+strings.Join(h2Clients, ",")+"; sweeps: "+strings.Join(sweepClients, ",")+", those of -clients)")
 	scen := fs.String("scenarios", "", "regular expression selecting scenarios by name (empty = all of -groups); see -list")
 	groups := fs.String("groups", "main,h2", "scenario groups to run: main (cN, routes200, churn, contended), h2 (HTTP/2 over TLS), sweep (CPU per request and heap per route against routes, CPU per request against callers)")
 	svgDir := fs.String("svg", "", "write the sweeps' charts (SVG) into this directory")
@@ -204,8 +213,8 @@ func buildOptions(duration, warmup time.Duration, count int, clients, groups, sc
 	}
 	for _, c := range strings.Split(clients, ",") {
 		c = strings.TrimSpace(c)
-		if !contains(allClients, c) {
-			return nil, fmt.Errorf("unknown client %q (want %s)", c, strings.Join(allClients, ","))
+		if !contains(allClients, c) && !contains(optionalClients, c) {
+			return nil, fmt.Errorf("unknown client %q (want %s)", c, strings.Join(append(allClients, optionalClients...), ","))
 		}
 		opt.clients = append(opt.clients, c)
 	}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,6 +22,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/connactor/connactor/client"
 )
 
 func TestMain(m *testing.M) {
@@ -261,4 +265,45 @@ func clientKindName(s string) string {
 		}
 	}
 	return s
+}
+
+// connactor+adaptive is connactor with the routes' adaptive limit on, run
+// only when -clients names it.
+func TestTheAdaptiveVariantIsConnactorWithItsLimitOnAndRunsOnlyWhenNamed(t *testing.T) {
+	opt, err := buildOptions(time.Second, 0, 1, strings.Join(allClients, ","), groupMain, "", serverGo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contains(opt.clients, kindConnactorAdaptive) {
+		t.Fatalf("the default clients %v include %s", opt.clients, kindConnactorAdaptive)
+	}
+	if _, err := buildOptions(time.Second, 0, 1, kindConnactor+","+kindConnactorAdaptive, groupMain, "", serverGo, ""); err != nil {
+		t.Fatalf("-clients %s,%s: %v", kindConnactor, kindConnactorAdaptive, err)
+	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, strings.Repeat("x", smallBody))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	spec := clientSpec{sc: scenario{Name: "c1/13B", Callers: 1, Conns: 1, Routes: 1, Path: "/13", BodyLen: smallBody},
+		targets: []target{{addr: addr, host: addr, url: srv.URL + "/13", path: "/13"}}, dials: new(atomic.Int64)}
+	for _, kind := range []string{kindConnactor, kindConnactorAdaptive} {
+		bc, err := newBenchClient(kind, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := bc.newWorker()
+		for range 4 {
+			if err := w.do(0); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+		}
+		rs := bc.(*stdClient).rt.(*client.Client).Stats().Routes[0]
+		bc.close()
+		// NoLoad is measured only by an adaptive limit.
+		if adaptive := rs.NoLoad > 0; adaptive != (kind == kindConnactorAdaptive) {
+			t.Errorf("%s: route's no-load latency %v: adaptive limit on is %v", kind, rs.NoLoad, adaptive)
+		}
+	}
 }

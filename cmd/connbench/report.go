@@ -79,7 +79,8 @@ func (r *report) writeJSON(w io.Writer) error {
 
 var clientNames = map[string]string{
 	kindNetHTTP: "net/http", kindConnactor: "connactor", kindFasthttp: "fasthttp", kindStdPool: "pool+std", kindRaw: "raw",
-	kindNetHTTPH2: "net/http h2", kindConnactorH2: "connactor h2", kindConnactorH1TLS: "connactor h1/TLS",
+	kindConnactorAdaptive: "connactor+adaptive",
+	kindNetHTTPH2:         "net/http h2", kindConnactorH2: "connactor h2", kindConnactorH1TLS: "connactor h1/TLS",
 }
 
 // writeTable prints the results as an aligned table, a blank line between

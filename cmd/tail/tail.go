@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -28,7 +29,20 @@ type tailRow struct {
 	client        string
 	res           result
 	seen, stalled int64 // at the server
+	hedge         hedgeReading
 }
+
+// hedgeReading is what a connactor client's route said of its hedging
+// during a run: the hedge delay (RouteStats.HedgeDelay, sampled every
+// hedgeSampleEvery while the run lasts; the samples once it was measured,
+// sorted), and the hedged attempts and wins at its end.
+type hedgeReading struct {
+	delays       []time.Duration
+	hedges, wins uint64
+}
+
+// hedgeSampleEvery is how often a run reads its route's hedge delay.
+const hedgeSampleEvery = 100 * time.Millisecond
 
 // tailClients are the clients the tail scenario compares, each built for
 // callers closed-loop callers.
@@ -80,13 +94,54 @@ func runTail(ctx context.Context, o tailOptions, clients []namedClient) ([]tailR
 			stop()
 			return nil, fmt.Errorf("%s: %w", nc.name, err)
 		}
-		res := closedLoop(ctx, rt, url, o.callers, o.duration)
+		var res result
+		var hr hedgeReading
+		if c, ok := rt.(*client.Client); ok {
+			hr = sampleHedge(c, func() { res = closedLoop(ctx, rt, url, o.callers, o.duration) })
+		} else {
+			res = closedLoop(ctx, rt, url, o.callers, o.duration)
+		}
 		closeClient()
 		stop()
 		seen, stalled := srv.counts()
-		rows = append(rows, tailRow{client: nc.name, res: res, seen: seen, stalled: stalled})
+		rows = append(rows, tailRow{client: nc.name, res: res, seen: seen, stalled: stalled, hedge: hr})
 	}
 	return rows, nil
+}
+
+// sampleHedge runs load, reading c's hedge delay every hedgeSampleEvery
+// until it returns, and then its hedged attempts and wins. c has one route.
+func sampleHedge(c *client.Client, load func()) hedgeReading {
+	var hr hedgeReading
+	read := func() {
+		for _, rs := range c.Stats().Routes {
+			if rs.HedgeDelay > 0 {
+				hr.delays = append(hr.delays, rs.HedgeDelay)
+			}
+			hr.hedges, hr.wins = rs.Hedges, rs.HedgeWins
+		}
+	}
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { // owned by sampleHedge, which waits for it
+		defer close(sampled)
+		t := time.NewTicker(hedgeSampleEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	load()
+	close(done)
+	<-sampled
+	read()
+	slices.Sort(hr.delays)
+	return hr
 }
 
 // serveLocal serves h on a fresh 127.0.0.1 port; stop closes it and waits
@@ -135,6 +190,34 @@ func printTail(w io.Writer, o tailOptions, rows []tailRow) {
 		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%d\t\n", ms(top), r.seen, ratio(r.seen, int64(r.res.requests)), r.stalled)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		printHedge(w, r)
+	}
+}
+
+// printHedge writes what a hedging client's route said of its hedges, and
+// reads the run against the hedge target: p99 <= 5 x p50 + the hedge delay
+// (its median over the run), extra requests at the server <= 5 %.
+func printHedge(w io.Writer, r tailRow) {
+	d := r.hedge.delays
+	if len(d) == 0 {
+		return
+	}
+	med := percentile(d, 0.5)
+	p50, p99 := percentile(r.res.latencies, 0.5), percentile(r.res.latencies, 0.99)
+	bound := 5*p50 + med
+	extra := ratio(r.seen, int64(r.res.requests)) - 1
+	fmt.Fprintf(w, "%s: hedge delay (the route's Stats every %v) median %s, %s to %s over %d samples; %d hedged attempts, %d won\n",
+		r.client, hedgeSampleEvery, ms(med), ms(d[0]), ms(d[len(d)-1]), len(d), r.hedge.hedges, r.hedge.wins)
+	fmt.Fprintf(w, "  target p99 <= 5 x p50 + delay: %s <= %s: %s; extra requests at the server <= 5 %%: %.1f %%: %s\n",
+		ms(p99), ms(bound), verdict(p99 <= bound), 100*extra, verdict(extra <= 0.05))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
 }
 
 // tailChart is the tail scenario's chart: each quantile's latency by client.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connactor/connactor/client"
 	"github.com/connactor/connactor/internal/testkit/loopbacks"
 )
 
@@ -201,5 +202,54 @@ func TestEveryScenarioRunsAndDrawsItsChart(t *testing.T) {
 	}
 	if err := run(context.Background(), io.Discard, options{scenarios: []string{"nope"}}); err == nil {
 		t.Fatal("an unknown scenario ran")
+	}
+}
+
+func TestARunReadsTheHedgeDelayFromTheRoutesStats(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(client.Config{Hedge: &client.HedgePolicy{Delay: 3 * time.Millisecond}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hr := sampleHedge(c, func() {
+		if _, _, _, err := get(c, srv.URL); err != nil {
+			t.Error(err)
+		}
+	})
+	if len(hr.delays) == 0 || hr.delays[len(hr.delays)-1] != 3*time.Millisecond {
+		t.Fatalf("delays read %v, want the policy's 3ms last", hr.delays)
+	}
+}
+
+func TestTheHedgeLineReadsTheRunAgainstTheTarget(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	lat := make([]time.Duration, 100)
+	for i := range lat {
+		lat[i] = ms(1) // p50 1 ms
+	}
+	lat[98], lat[99] = ms(6), ms(9) // p99 6 ms
+	row := tailRow{client: "connactor+hedge", res: result{latencies: lat, requests: 100}, seen: 103,
+		hedge: hedgeReading{delays: []time.Duration{ms(1), ms(2), ms(4)}, hedges: 3, wins: 2}}
+	var out bytes.Buffer
+	printHedge(&out, row)
+	for _, want := range []string{"median 2.00ms, 1.00ms to 4.00ms over 3 samples", "3 hedged attempts, 2 won",
+		"6.00ms <= 7.00ms: met", "3.0 %: met"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the hedge line lacks %q:\n%s", want, out.String())
+		}
+	}
+	row.res.latencies[98] = ms(8) // p99 8 ms > 5 x 1 + 2
+	row.seen = 106
+	out.Reset()
+	printHedge(&out, row)
+	if !strings.Contains(out.String(), "8.00ms <= 7.00ms: NOT MET") || !strings.Contains(out.String(), "6.0 %: NOT MET") {
+		t.Errorf("the hedge line should say the targets are not met:\n%s", out.String())
+	}
+	out.Reset()
+	printHedge(&out, tailRow{client: "net/http", res: result{latencies: lat, requests: 100}, seen: 100})
+	if out.Len() != 0 {
+		t.Errorf("a client without hedging printed a hedge line: %s", out.String())
 	}
 }
