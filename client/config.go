@@ -176,8 +176,8 @@ type Config struct {
 	// Adaptive.Min and its fixed limit (MaxConnsPerRoute; HTTP/2: the
 	// streams its connections allow), from the latency it measures from
 	// each request's write to its response head: the limit falls when
-	// latency climbs well above the no-load latency it measured, or when
-	// requests in flight time out, and climbs back while latency stays near
+	// latency climbs well above the no-load latency it measured (twice it,
+	// and 10 ms above it), or when requests in flight time out, and climbs back while latency stays near
 	// it. Callers beyond it wait in the route's FIFO. nil = fixed.
 	Adaptive *AdaptiveLimit
 	// QueueTarget (0 = off): a route whose queue stands sheds its callers
