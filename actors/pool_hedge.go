@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"github.com/connactor/connactor/actors/hedge"
@@ -20,8 +22,11 @@ import (
 //     marked WithoutHedge, on a route whose delay is known.
 //   - A further attempt is asked of the route (a LeaseRequest with a
 //     HedgeAsk) when the last one written has had no response head for the
-//     delay; the route serves it or refuses it at once, and the budget,
-//     room and endpoint rules are the route's. Each hedged attempt also
+//     delay, counted from the end of its write (httptrace's WroteRequest),
+//     as the route's measured latency is: an attempt whose goroutine or
+//     write is slow is not hedged before its request is out, so a hedge
+//     never overtakes it on the wire. The route serves the ask or refuses
+//     it at once, and the budget, room and endpoint rules are the route's. Each hedged attempt also
 //     takes one of MaxConcurrentRequests, without waiting.
 //   - Each attempt has its own context, derived from the request's: the
 //     first response head wins, and only the others' contexts are
@@ -96,19 +101,38 @@ func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*h
 	results := make(chan attemptResult, pol.MaxAttempts) // each attempt sends once: never blocks
 	atts := make([]attempt, 0, pol.MaxAttempts)
 	running := 0
-	var lastWritten time.Time
+	base := time.Now()
+	// wrote[i] is when attempt i's write ended, as time since base (+1, so
+	// that 0 means not yet): set by its WroteRequest hook, on whichever
+	// goroutine writes, and read here when the hedge timer fires.
+	wrote := make([]atomic.Int64, pol.MaxAttempts)
 	start := func(x *Exchange, r *http.Request) {
 		ctx, cancel := context.WithCancel(l.ctx)
 		x.cancel, x.hedged, x.quiet = cancel, len(atts) > 0, true
 		i := len(atts)
 		atts = append(atts, attempt{x: x, cancel: cancel, span: l.tel.StartAttempt(i, x.hedged)})
+		if l.foreign {
+			// A bubbled caller's exchange may be written on the pool's
+			// home, whose clock is not the bubble's: its start stands in
+			// for its write.
+			wrote[i].Store(int64(time.Since(base)) + 1)
+		} else {
+			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+				wrote[i].CompareAndSwap(0, int64(time.Since(base))+1)
+			}})
+		}
 		r = r.WithContext(ctx)
 		running++
-		lastWritten = time.Now()
 		go func() { // owned by race, which receives every attempt's result before it returns
 			resp, err := x.RoundTrip(r)
 			results <- attemptResult{i: i, resp: resp, err: err}
 		}()
+	}
+	// written reports when the latest attempt's write ended, and false
+	// while it goes on.
+	written := func() (time.Time, bool) {
+		w := wrote[len(atts)-1].Load()
+		return base.Add(time.Duration(w - 1)), w != 0
 	}
 	start(first, req)
 
@@ -130,6 +154,9 @@ func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*h
 			if res.err != nil {
 				a.err = res.err
 				a.span.End(res.err)
+				// One that failed before its write ended counts as written
+				// now: a further attempt may still be asked for.
+				wrote[res.i].CompareAndSwap(0, int64(time.Since(base))+1)
 				continue
 			}
 			winner = res.i
@@ -137,7 +164,18 @@ func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*h
 			return l.finish(atts, winner, asked, res.resp, results, running)
 		case <-timerC:
 			timerC = nil
-			asked = l.askHedge(h, atts, lastWritten)
+			at, ok := written()
+			if wait := time.Until(at.Add(delay)); !ok || wait > 0 {
+				// Still writing (look again a delay later), or written
+				// since the timer was set: the delay counts from the write.
+				if !ok {
+					wait = delay
+				}
+				timer.Reset(wait)
+				timerC = timer.C
+				continue
+			}
+			asked = l.askHedge(h, atts, at)
 			if asked == nil { // no room under MaxConcurrentRequests: ask again after another delay
 				timer.Reset(delay)
 				timerC = timer.C

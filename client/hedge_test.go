@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,11 @@ import (
 // later ones at once with a head, then, once the first has ended, a body of
 // bodyLen bytes: so the body the caller reads was written after the loser
 // was cancelled.
+//
+// Its first request is the first attempt's: over HTTP/1.1, the one on the
+// connection the first attempt leased (newRequest records it); over
+// HTTP/2, where both attempts share a connection, the first to arrive (the
+// hedge is written a delay after the first attempt's write has ended).
 type hedgeServer struct {
 	seen        atomic.Int64
 	firstEnded  chan struct{}
@@ -34,6 +40,7 @@ type hedgeServer struct {
 	second      chan struct{}
 	secondEnded chan struct{}
 	once        sync.Once
+	firstConn   atomic.Pointer[string] // the first attempt's connection, as its server sees its peer
 }
 
 func newHedgeServer(bodyLen int) *hedgeServer {
@@ -41,13 +48,36 @@ func newHedgeServer(bodyLen int) *hedgeServer {
 		bodyLen: bodyLen}
 }
 
+// newRequest returns a GET of url that records the connection its first
+// attempt leased (the first GotConn: the hedge's lease comes later), so
+// that the server tells the attempts apart by their connections, whatever
+// the order their requests reach its handlers in.
+func (s *hedgeServer) newRequest(t *testing.T, url string) *http.Request {
+	req := newGet(t, url)
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		addr := info.Conn.LocalAddr().String()
+		s.firstConn.CompareAndSwap(nil, &addr)
+	}}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+}
+
+// first reports whether r, the server's nth request, is the first attempt's.
+func (s *hedgeServer) first(r *http.Request, n int64) bool {
+	if r.ProtoMajor == 1 {
+		if addr := s.firstConn.Load(); addr != nil {
+			return r.RemoteAddr == *addr
+		}
+	}
+	return n == 1
+}
+
 func (s *hedgeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n := s.seen.Add(1)
+	first := s.first(r, s.seen.Add(1))
 	switch {
-	case n == 1 && !s.firstAnswer:
+	case first && !s.firstAnswer:
 		<-r.Context().Done()
 		close(s.firstEnded)
-	case n == 1:
+	case first:
 		<-s.second
 		io.WriteString(w, "first")
 	case s.firstAnswer:
@@ -82,7 +112,7 @@ var fixedHedge = &HedgePolicy{Delay: time.Millisecond}
 
 func checkHedgeWon(t *testing.T, c *Client, url string, s *hedgeServer) {
 	t.Helper()
-	resp, err := c.RoundTrip(newGet(t, url))
+	resp, err := c.RoundTrip(s.newRequest(t, url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +166,14 @@ func TestWhenTheFirstAttemptAnswersFirstTheHedgeIsCancelledAndNotCountedAsAWin(t
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	c := newClient(t, Config{Hedge: fixedHedge})
-	if got := get(t, c, srv.URL); got != "first" {
-		t.Fatalf("body %q, want the first attempt's", got)
+	resp, err := c.RoundTrip(s.newRequest(t, srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(got) != "first" {
+		t.Fatalf("body %q (%v), want the first attempt's", got, err)
 	}
 	<-s.secondEnded // the hedge's server saw its request end
 	rs := routeStats(t, c)
@@ -179,6 +215,42 @@ func checkNotHedged(t *testing.T, c *Client, s *slowOnce, req *http.Request) {
 	if rs := routeStats(t, c); rs.Hedges != 0 {
 		t.Fatalf("Hedges %d, want 0", rs.Hedges)
 	}
+}
+
+// slowBody is a request body that takes hold before its bytes are read.
+type slowBody struct {
+	hold time.Duration
+	r    io.Reader
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.hold > 0 {
+		time.Sleep(b.hold) // an upload that takes its time
+		b.hold = 0
+	}
+	return b.r.Read(p)
+}
+
+func TestTheHedgeDelayCountsFromTheEndOfTheWrite(t *testing.T) {
+	s := &slowOnce{} // answers as soon as it has the body
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	pol := &HedgePolicy{Delay: 50 * time.Millisecond}
+	c := newClient(t, Config{Hedge: pol})
+	const body = "the upload"
+	req, err := http.NewRequest(http.MethodPut, srv.URL, &slowBody{hold: 4 * pol.Delay, r: strings.NewReader(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", "upload-1") // may be sent twice: hedged
+	req.ContentLength = int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { // a hedge's copy is at hand at once
+		return io.NopCloser(strings.NewReader(body)), nil
+	}
+	// The first attempt's write takes four delays, its answer next to
+	// nothing: a hedge counted from the attempt's start would go, and be
+	// written, while the first attempt still writes.
+	checkNotHedged(t, c, s, req)
 }
 
 func TestRequestsThatMayNotBeSentTwiceAreNeverHedged(t *testing.T) {
@@ -267,7 +339,7 @@ func TestNoHedgeGoesBeforeTheRouteHasMeasuredItsLatency(t *testing.T) {
 	}
 	before := routeStats(t, c)
 	phase.Store(2)
-	resp, err := c.RoundTrip(newGet(t, srv.URL))
+	resp, err := c.RoundTrip(h.newRequest(t, srv.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +428,7 @@ func TestEachAttemptOfAHedgedRequestIsAChildSpanAndHedgesAndWinsAreCounted(t *te
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	o := newObserved(t, Config{Hedge: fixedHedge})
-	resp, err := o.c.RoundTrip(newGet(t, srv.URL))
+	resp, err := o.c.RoundTrip(s.newRequest(t, srv.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
