@@ -56,8 +56,11 @@ func TestHomeRunsWorkInOrderAndRefusesItOnceEnded(t *testing.T) {
 	h, end := newTestHome(t)
 	var got []int
 	done := make(chan struct{})
+	gate := make(chan struct{})
+	h.Do(func() { <-gate }) // home is busy while 1 and 2 are queued
 	h.Do(func() { got = append(got, 1); h.Do(func() { got = append(got, 3); close(done) }) })
 	h.Do(func() { got = append(got, 2) })
+	close(gate)
 	<-done
 	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
 		t.Fatalf("work ran in the order %v, want [1 2 3]", got)
