@@ -78,7 +78,7 @@ const (
 func (x *Exchange) sawHead(resp *http.Response) {
 	x.failed = headFailed(resp)
 	if !x.order.CompareAndSwap(0, headFirst) {
-		x.released.ExchangeFailed = x.failed
+		x.released.ExchangeFailed = x.released.ExchangeFailed || x.failed // its body's failure, or its head's
 		x.sample.addTo(&x.released)
 		x.post(&x.released)
 	}
@@ -253,23 +253,28 @@ func (x *Exchange) stream(req *http.Request) (*http.Response, error) {
 }
 
 // StreamEnded is the exchange's h2.Ender: its HTTP/2 stream's body reached
-// its end, was closed, or failed.
-func (x *Exchange) StreamEnded(error) { x.done(true, 0) }
+// its end, was closed, or failed (err: see bodyFailed).
+func (x *Exchange) StreamEnded(err error) { x.done(true, 0, bodyFailed(err)) }
 
 // ExchangeEnded is the exchange's conn.Ender (see done).
-func (x *Exchange) ExchangeEnded(reusable bool, idle time.Duration) { x.done(reusable, idle) }
+func (x *Exchange) ExchangeEnded(reusable bool, idle time.Duration, failure error) {
+	x.done(reusable, idle, failure != nil)
+}
 
-// done ends the exchange: the response body reached its end or was closed.
-// The connection goes back to its route and the request ends.
-func (x *Exchange) done(reusable bool, idle time.Duration) {
+// done ends the exchange: the response body reached its end or was closed,
+// or it failed on the server's side (failed: it counts as a failed
+// exchange, as a 5xx head does). The connection goes back to its route and
+// the request ends.
+func (x *Exchange) done(reusable bool, idle time.Duration, failed bool) {
 	if reusable && x.trace != nil && x.trace.PutIdleConn != nil {
 		x.trace.PutIdleConn(nil)
 	}
 	// Before the head's goroutine has it, sawHead sends this Released, with
 	// the head's outcome and the latency sample; after, it is sent here.
-	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle, Hedge: x.hedged, Unsent: x.unwritten}
+	x.released = Released{ConnID: x.got.ConnID, Reusable: reusable, Idle: idle, Hedge: x.hedged, Unsent: x.unwritten,
+		ExchangeFailed: failed}
 	if !x.order.CompareAndSwap(0, endedFirst) {
-		x.released.ExchangeFailed = x.failed
+		x.released.ExchangeFailed = failed || x.failed
 		x.sample.addTo(&x.released)
 		x.post(&x.released)
 	}

@@ -17,6 +17,16 @@ import (
 // exchange: a 5xx status.
 func headFailed(resp *http.Response) bool { return resp.StatusCode >= http.StatusInternalServerError }
 
+// bodyFailed reports whether err, the error that ended an HTTP/2 response
+// body after a good head, says its server failed the exchange: a reset, a
+// lost connection. nil (read to its end, or closed by its holder) and the
+// caller's context (a cancel, a deadline, a hedged attempt that lost) do
+// not count. HTTP/1.1 bodies tell the same apart in package conn
+// (conn.Ender's failure).
+func bodyFailed(err error) bool {
+	return err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
 // exchangeFailed reports whether err, the error of an exchange after its
 // lease, says its server failed it: the request may have reached the server
 // and no response head came back (ErrOutcomeUnknown: a reset, a close, a

@@ -126,8 +126,10 @@ type DialTiming struct {
 // the close is recorded as an error whichever of this and the actor's
 // Terminated reaches the route first. ExchangeFailed says the server
 // failed the exchange, for the outlier rule: its response head was a 5xx,
-// or it ended in an error after the lease that says so (exchangeFailed);
-// the lease holder, which saw the head or the error, sets it. Each lease
+// or it ended in an error after the lease that says so (exchangeFailed),
+// or its response body failed on the server's side after a good head
+// (bodyFailed, conn.Ender's failure); the lease holder, which saw the
+// head, the error or the body's end, sets it. Each lease
 // sends its own Released, never changed after it is sent.
 type Released struct {
 	ConnID   uint64

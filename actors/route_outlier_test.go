@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"github.com/connactor/connactor/actors/outlier"
 	"github.com/connactor/connactor/conn"
@@ -156,6 +159,56 @@ func TestErrorsAfterTheLeaseCountAndDialErrorsKeepTheirPath(t *testing.T) {
 	e = f.endpointWhen(b, "ejected by its dials", func(e route.EndpointStats) bool { return e.DialFailures > 0 })
 	if e.EjectedBy != ejectedByDials || e.Ejections != 0 {
 		t.Fatalf("b's endpoint %+v, want ejected by dials, no ejection for exchanges", e)
+	}
+}
+
+// A response the server cuts short after a good head counts as a failed
+// exchange, over HTTP/1.1 (the connection closes mid-body) and HTTP/2 (the
+// stream is reset mid-body): the address that does it is ejected.
+func TestBodiesCutShortAfterAGoodHeadCountAsFailedExchanges(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  PoolConfig
+		opt  loopbacks.Options
+	}{
+		{"HTTP/1.1", PoolConfig{}, loopbacks.Options{}},
+		{"HTTP/2", PoolConfig{Protocols: h2cOnly()}, loopbacks.Options{H2C: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, c := loopbacks.Addr(2), loopbacks.Addr(3), loopbacks.Addr(4)
+			clock := &frozenClock{}
+			cfg := tc.cfg
+			cfg.MaxConnsPerRoute, cfg.Now = 3, clock.now
+			cfg.Outlier = &outlier.Policy{ConsecutiveFailures: 2}
+			f := newEPFixture(t, cfg, tc.opt, a, b, c)
+			f.answer(func(x netip.Addr, w http.ResponseWriter) bool {
+				if x != c {
+					return false
+				}
+				w.Header().Set("Content-Length", "1000")
+				io.WriteString(w, "ten bytes.")
+				http.NewResponseController(w).Flush() // a good head, and the body's start
+				panic(http.ErrAbortHandler)           // then the connection (HTTP/1.1) or the stream (HTTP/2) is cut
+			})
+			cutShort := 0
+			for batch := 0; batch < 20 && cutShort < 2; batch++ {
+				for _, err := range f.hold(3).release() {
+					var reset http2.StreamError
+					if errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &reset) {
+						cutShort++
+						continue
+					}
+					t.Fatalf("batch %d: %v, want only bodies cut short", batch, err)
+				}
+			}
+			if cutShort < 2 {
+				t.Fatalf("%d bodies cut short in 20 batches: c got too few requests to test the rule", cutShort)
+			}
+			e := f.endpointWhen(c, "ejected", func(e route.EndpointStats) bool { return e.Ejections == 1 })
+			if e.EjectedBy != ejectedByExchanges || e.DialFailures != 0 {
+				t.Fatalf("c's endpoint %+v, want ejected by its exchanges, no dial failure", e)
+			}
+		})
 	}
 }
 

@@ -7,8 +7,9 @@ import "github.com/connactor/connactor/actors"
 // detection does with its consecutive-5xx rule. A failed exchange is a 5xx
 // response head, or an error after the connection was leased
 // (ErrOutcomeUnknown: a reset, a close before the head; a response-header
-// timeout); a caller that gives up, a request whose body fails, and errors
-// before anything was sent do not count. An ejected address gets no new
+// timeout), or a response body the server cuts short after a good head; a
+// caller that gives up or closes the body early, a request whose body
+// fails, and errors before anything was sent do not count. An ejected address gets no new
 // connection and no new request for the back-off failed dials use (1 s
 // doubling to 30 s, jittered, shown in EndpointStats.EjectedUntil, with
 // EjectedBy "exchanges"); its idle connections close, and the others as

@@ -45,6 +45,7 @@ type body struct {
 	finished  bool
 	lent      bool  // counted in c.lent (the body was handed out): uncounted at the end
 	err       error // returned by reads after the end
+	failure   error // the read error the server's side caused, for ExchangeEnded
 
 	// io is where a Read stands, for a Close from another goroutine: ioIdle,
 	// ioReading (set by Read before it reads the socket), ioInterrupted (set
@@ -85,11 +86,12 @@ func (b *body) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		b.finish(true)
 	case err != nil:
+		b.failure = err
 		if ctxErr := b.dl.ctxErr(); ctxErr != nil {
-			err = ctxErr
+			err, b.failure = ctxErr, nil
 		} else if b.w != nil {
 			if bodyErr := b.w.bodyFailure(); bodyErr != nil {
-				err = bodyErr // the request's body failed and interrupted the exchange
+				err, b.failure = bodyErr, nil // the request's body failed and interrupted the exchange
 			}
 		}
 		b.err = err
@@ -183,5 +185,5 @@ func (b *body) finish(ok bool) {
 		b.w.stop(b.dl) // a write still running ends with the response (as net/http)
 	}
 	b.unlend()
-	b.done.ExchangeEnded(ok && b.reusable, b.idle)
+	b.done.ExchangeEnded(ok && b.reusable, b.idle, b.failure)
 }

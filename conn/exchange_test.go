@@ -40,6 +40,14 @@ type connFixture struct {
 type releaseResult struct {
 	reusable bool
 	idle     time.Duration
+	failure  error
+}
+
+// releaseTo is the fixture's Ender: it hands each end to its channel.
+type releaseTo chan releaseResult
+
+func (c releaseTo) ExchangeEnded(reusable bool, idle time.Duration, failure error) {
+	c <- releaseResult{reusable, idle, failure}
 }
 
 // newConnFixture starts the fixture; each of opts may change the connection's
@@ -125,7 +133,7 @@ func (f *connFixture) exchange(t *testing.T, req *http.Request, reused bool) Exc
 	t.Helper()
 	reply := &wait.Ticket[ExchangeResponse]{}
 	f.sys.Root.Send(f.conn, &ExchangeRequest{ConnID: 1, Req: req, Reused: reused, Reply: reply,
-		Done: EnderFunc(func(reusable bool, idle time.Duration) { f.release <- releaseResult{reusable, idle} })})
+		Done: releaseTo(f.release)})
 	select {
 	case <-reply.Ready():
 		r, _, _ := reply.Result()
@@ -199,6 +207,55 @@ func TestIdleWatchReportsServerCloseAndExchangeRefusesStaleConnection(t *testing
 	if !errors.As(r.Err, &ee) || ee.Written || !errors.Is(r.Err, ErrStaleConn) || !errors.Is(r.Err, ErrNotSent) {
 		t.Fatalf("exchange on a stale connection: %v; want ErrStaleConn, nothing written", r.Err)
 	}
+}
+
+// A body the server cuts short after a good head ends its exchange with the
+// read's error as its failure (the outlier rule counts it); a body its
+// holder closes early, or whose request's context ends, has none: those
+// say nothing of the server.
+func TestTheEndOfABodyCutShortByItsServerCarriesTheFailure(t *testing.T) {
+	t.Run("cut short", func(t *testing.T) {
+		f := newConnFixture(t)
+		r := f.firstOfStalledBody(t)
+		f.server.Close() // 95 bytes short
+		if _, err := io.ReadAll(r.Resp.Body); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("read: %v, want io.ErrUnexpectedEOF", err)
+		}
+		if rel := <-f.release; rel.reusable || !errors.Is(rel.failure, io.ErrUnexpectedEOF) {
+			t.Fatalf("end %+v, want not reusable, failed with io.ErrUnexpectedEOF", rel)
+		}
+	})
+	t.Run("closed by its holder", func(t *testing.T) {
+		f := newConnFixture(t)
+		r := f.firstOfStalledBody(t)
+		r.Resp.Body.Close()
+		if rel := <-f.release; rel.failure != nil {
+			t.Fatalf("end %+v, want no failure", rel)
+		}
+	})
+	t.Run("its context ended", func(t *testing.T) {
+		f := newConnFixture(t)
+		go func() { // owned by the test: ends when the fixture closes the server side
+			br := bufio.NewReader(f.server)
+			if _, err := http.ReadRequest(br); err == nil {
+				io.WriteString(f.server, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst")
+				io.Copy(io.Discard, br)
+			}
+		}()
+		ctx, cancel := context.WithCancel(context.Background())
+		r := f.exchange(t, newGet(t, ctx), false)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		io.ReadFull(r.Resp.Body, make([]byte, 5))
+		cancel()
+		if _, err := io.ReadAll(r.Resp.Body); !errors.Is(err, context.Canceled) {
+			t.Fatalf("read: %v, want context.Canceled", err)
+		}
+		if rel := <-f.release; rel.failure != nil {
+			t.Fatalf("end %+v, want no failure", rel)
+		}
+	})
 }
 
 func TestClosingBodyDuringBlockedReadInterruptsIt(t *testing.T) {

@@ -14,5 +14,5 @@ func TestMain(m *testing.M) {
 // EnderFunc adapts a function to Ender, for the tests' exchanges.
 type EnderFunc func(reusable bool, idle time.Duration)
 
-// ExchangeEnded calls f.
-func (f EnderFunc) ExchangeEnded(reusable bool, idle time.Duration) { f(reusable, idle) }
+// ExchangeEnded calls f (failureEnder checks the failure).
+func (f EnderFunc) ExchangeEnded(reusable bool, idle time.Duration, _ error) { f(reusable, idle) }

@@ -133,8 +133,14 @@ func (m *ExchangeRequest) Undelivered() {
 // Ender is told when an exchange is over (see ExchangeRequest.Done). The lease
 // holder implements it on the value that holds its exchange, so that the
 // request costs no closure.
+//
+// failure is the error that ended the response body when the server's side
+// failed it after a good head: the connection reset or closed, the body cut
+// short, a read that timed out. It is nil when the body was read to its
+// end or closed by its holder, and when the request's context or the
+// request's own body ended the exchange: those say nothing of the server.
 type Ender interface {
-	ExchangeEnded(reusable bool, idle time.Duration)
+	ExchangeEnded(reusable bool, idle time.Duration, failure error)
 }
 
 // ExchangeResponse answers an ExchangeRequest: a response with a streaming body,

@@ -92,7 +92,7 @@ func (u *upgradedConn) CloseWrite() error {
 	return fmt.Errorf("conn: CloseWrite on %T: %w", u.nc, errors.ErrUnsupported)
 }
 
-// Close closes the connection and ends the exchange: Done(false, 0), once.
+// Close closes the connection and ends the exchange: Done(false, 0, nil), once.
 func (u *upgradedConn) Close() error {
 	err := net.ErrClosed
 	u.closeOnce.Do(func() {
@@ -103,7 +103,7 @@ func (u *upgradedConn) Close() error {
 			w.stopped.Store(true)
 			w.stopOnce.Do(func() { w.body.Close() })
 		}
-		u.done.ExchangeEnded(false, 0)
+		u.done.ExchangeEnded(false, 0, nil)
 	})
 	return err
 }
