@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,6 +21,32 @@ func withAdaptive(initial int) poolOpt {
 // withQueueTarget makes the pool's routes shed a queue that stands above target.
 func withQueueTarget(target time.Duration) poolOpt {
 	return func(cfg *SupervisorConfig) { cfg.Route.QueueTarget = target }
+}
+
+// withLogs sends the pool's and its routes' logs to logs.
+func withLogs(logs *logrec.Recorder) poolOpt {
+	return func(cfg *SupervisorConfig) { cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger() }
+}
+
+// warnedWaitingFor holds n leases of h, makes one more caller wait behind
+// them past LongWait, and checks that the one long-wait warning names
+// waitsFor as what holds it, with its limit n and n requests in flight. It
+// returns the leases held and the waiting caller's ticket. In a bubble.
+func (p *pool) warnedWaitingFor(t *testing.T, logs *logrec.Recorder, h *routeHandle, n int, waitsFor string) ([]Lease, *wait.Ticket[Lease]) {
+	t.Helper()
+	held := p.lease(h, n)
+	next := p.ask(h)
+	synctest.Wait()
+	time.Sleep(LongWait + 100*time.Millisecond)
+	synctest.Wait()
+	warned := logs.Having("waits_for", waitsFor)
+	if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
+		t.Fatalf("%d warnings name the %s, want the one warning (logged: %+v)", len(warned), waitsFor, logs.All())
+	}
+	if n := strconv.Itoa(n); len(logs.Having("limit", n)) != 1 || len(logs.Having("in_flight", n)) != 1 {
+		t.Fatalf("the warning does not say limit=%s in_flight=%s: %+v", n, n, logs.All())
+	}
+	return held, next
 }
 
 // sampled releases l with a latency sample: written at w, its head at w+took.
@@ -166,20 +193,9 @@ func TestALongWaitWarningNamesTheAdaptiveLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		settleDeadLetters(t)
 		logs := &logrec.Recorder{}
-		p := newPool(t, 4, 8, withAdaptive(1), func(cfg *SupervisorConfig) { cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger() })
+		p := newPool(t, 4, 8, withAdaptive(1), withLogs(logs))
 		h := p.route("a")
-		held := p.lease(h, 1)
-		next := p.ask(h)
-		synctest.Wait()
-		time.Sleep(LongWait + 100*time.Millisecond)
-		synctest.Wait()
-		warned := logs.Having("waits_for", "adaptive limit")
-		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
-			t.Fatalf("%d warnings name the adaptive limit, want the one warning (logged: %+v)", len(warned), logs.All())
-		}
-		if len(logs.Having("limit", "1")) != 1 || len(logs.Having("in_flight", "1")) != 1 {
-			t.Fatalf("the warning does not say limit=1 in_flight=1: %+v", logs.All())
-		}
+		held, next := p.warnedWaitingFor(t, logs, h, 1, "adaptive limit")
 		p.release(h, true, held...)
 		p.release(h, true, p.leased(next))
 	})
@@ -306,26 +322,12 @@ func TestALimitOfTheHostBelowTheRoutesIsItsLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		settleDeadLetters(t)
 		logs := &logrec.Recorder{}
-		p := newPool(t, 8, 8, func(cfg *SupervisorConfig) {
-			cfg.MaxConnsPerHost = 2
-			cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
-		})
+		p := newPool(t, 8, 8, withLogs(logs), func(cfg *SupervisorConfig) { cfg.MaxConnsPerHost = 2 })
 		h := p.route("a")
 		if st := p.stats(h); st.Limit != 2 || st.Max != 8 {
 			t.Fatalf("limit %d, max %d; want 2, 8", st.Limit, st.Max)
 		}
-		held := p.lease(h, 2)
-		next := p.ask(h)
-		synctest.Wait()
-		time.Sleep(LongWait + 100*time.Millisecond)
-		synctest.Wait()
-		warned := logs.Having("waits_for", "MaxConnsPerHost")
-		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
-			t.Fatalf("%d warnings name MaxConnsPerHost, want the one warning (logged: %+v)", len(warned), logs.All())
-		}
-		if len(logs.Having("limit", "2")) != 1 || len(logs.Having("in_flight", "2")) != 1 {
-			t.Fatalf("the warning does not say limit=2 in_flight=2: %+v", logs.All())
-		}
+		held, next := p.warnedWaitingFor(t, logs, h, 2, "MaxConnsPerHost")
 		p.release(h, true, held...)
 		p.release(h, true, p.leased(next))
 	})
@@ -339,28 +341,16 @@ func TestAFleetShareBelowTheRoutesLimitIsItsLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		settleDeadLetters(t)
 		logs := &logrec.Recorder{}
-		p := newPool(t, 2, 8, func(cfg *SupervisorConfig) {
+		p := newPool(t, 2, 8, withLogs(logs), func(cfg *SupervisorConfig) {
 			cfg.Fleet = actor.NewPID("nonhost", "a keeper that never answers")
 			cfg.FleetInterval = time.Hour
-			cfg.Logger, cfg.Route.Logger = logs.Logger(), logs.Logger()
 		})
 		p.sys.Root.Send(p.sup, &ShareChanged{Route: "http://a:80", Share: 1, Budget: 4})
 		h := p.route("a")
 		if st := p.stats(h); st.Limit != 1 {
 			t.Fatalf("limit %d, want the share's 1", st.Limit)
 		}
-		held := p.lease(h, 1)
-		next := p.ask(h)
-		synctest.Wait()
-		time.Sleep(LongWait + 100*time.Millisecond)
-		synctest.Wait()
-		warned := logs.Having("waits_for", "fleet share")
-		if len(warned) != 1 || len(logs.Containing(logLongWaits)) != 1 {
-			t.Fatalf("%d warnings name the fleet share, want the one warning (logged: %+v)", len(warned), logs.All())
-		}
-		if len(logs.Having("limit", "1")) != 1 || len(logs.Having("in_flight", "1")) != 1 {
-			t.Fatalf("the warning does not say limit=1 in_flight=1: %+v", logs.All())
-		}
+		held, next := p.warnedWaitingFor(t, logs, h, 1, "fleet share")
 		p.sys.Root.Send(p.sup, &ShareChanged{Route: "http://a:80", Share: 3, Budget: 4})
 		got := p.leased(next)
 		if st := p.stats(h); st.Limit != 2 {
