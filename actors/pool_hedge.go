@@ -94,6 +94,19 @@ type attemptResult struct {
 	err  error
 }
 
+// end records that a's exchange returned res, and reports whether it
+// failed (its span ends then, with the error); a response's span is ended
+// by whoever decides whether it won.
+func (a *attempt) end(res attemptResult) (failed bool) {
+	a.ended = true
+	if res.err == nil {
+		return false
+	}
+	a.err = res.err
+	a.span.End(res.err)
+	return true
+}
+
 // race runs first's exchange of req and its hedges. See the file's comment.
 func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*http.Response, error) {
 	pol := l.p.cfg.Hedge
@@ -150,10 +163,7 @@ func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*h
 		case res := <-results:
 			running--
 			a := &atts[res.i]
-			a.ended = true
-			if res.err != nil {
-				a.err = res.err
-				a.span.End(res.err)
+			if a.end(res) {
 				// One that failed before its write ended counts as written
 				// now: a further attempt may still be asked for.
 				wrote[res.i].CompareAndSwap(0, int64(time.Since(base))+1)
@@ -264,10 +274,7 @@ func (l *Call) finish(atts []attempt, winner int, asked *Exchange, resp *http.Re
 	for ; running > 0; running-- {
 		res := <-results
 		a := &atts[res.i]
-		a.ended = true
-		if res.err != nil {
-			a.err = res.err
-			a.span.End(res.err)
+		if a.end(res) {
 			continue
 		}
 		a.span.End(errLostRace)
