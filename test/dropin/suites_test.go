@@ -40,10 +40,12 @@ func loopbackOnly(ctx context.Context, network, addr string) (net.Conn, error) {
 
 // connactorTransport is what the patched library uses in place of its own
 // transport: a new connactor client each time, as the library made a new
-// transport each time.
+// transport each time, on the process's shared actor system (a client in a
+// system of its own takes milliseconds to make, and some tests give their
+// first request 100 ms from the server's start).
 func connactorTransport() http.RoundTripper {
 	c, err := connactor.New(connactor.Config{Proxy: http.ProxyFromEnvironment, DialTimeout: 30 * time.Second,
-		DialContext: loopbackOnly})
+		DialContext: loopbackOnly, System: connactor.SharedSystem()})
 	if err != nil {
 		panic(err)
 	}
