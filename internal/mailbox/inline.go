@@ -318,7 +318,11 @@ func (m *Mailbox) dropBatch() {
 
 // msgRing is a growable FIFO of messages. Its first two places are inline
 // (small), so that an actor whose queue stays short (a connection actor's,
-// most of the time a route's) allocates nothing for it.
+// most of the time a route's) allocates nothing for it. A place a message
+// left is cleared (pop, and the old places when the ring grows): a message
+// kept there would keep what it points to (a request's ticket and whatever
+// shares its allocation; a PID, and through its cached process a stopped
+// actor) for as long as the mailbox lives.
 type msgRing struct {
 	buf        []any
 	head, size int
@@ -337,6 +341,10 @@ func (r *msgRing) push(v any) {
 		for i := 0; i < r.size; i++ {
 			buf[i] = r.buf[(r.head+i)%len(r.buf)]
 		}
+		// The old places are left behind: small stays in the ring's
+		// struct, and would keep the two messages it held until the ring
+		// next shrinks back to it, maybe never.
+		clear(r.buf)
 		r.buf, r.head = buf, 0
 	}
 	r.buf[(r.head+r.size)%len(r.buf)] = v

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -381,4 +382,82 @@ func TestASpentBudgetStartsNoGoroutineWhenNothingIsLeft(t *testing.T) {
 			t.Fatalf("message %d ran on goroutine %d, not its sender's", i, g)
 		}
 	}
+}
+
+// payload is a message big enough to have an allocation of its own (the
+// runtime packs smaller pointer-free values together, and a weak pointer to
+// one of them says nothing of the others).
+type payload struct{ b [64]byte }
+
+// heldInvoker blocks on its first user message until release closes, and
+// keeps nothing of the messages it is given.
+type heldInvoker struct {
+	entered, release chan struct{}
+	first            sync.Once
+	processed        atomic.Int32
+}
+
+func (h *heldInvoker) InvokeSystemMessage(any) {}
+func (h *heldInvoker) InvokeUserMessage(any) {
+	h.first.Do(func() {
+		close(h.entered)
+		<-h.release
+	})
+	h.processed.Add(1)
+}
+func (h *heldInvoker) EscalateFailure(any, any) {}
+
+// Messages that queued while the actor was busy, more of them than the
+// queue's inline places, are not kept by the mailbox once processed: the
+// places the queue grew out of held the first two of them, and kept them
+// (and whatever they point to: a caller's ticket, a PID and the actor it
+// caches) for as long as the mailbox lived.
+func TestAMailboxKeepsNoMessageItProcessedAfterItsQueueGrew(t *testing.T) {
+	m := New(8)
+	inv := &heldInvoker{entered: make(chan struct{}), release: make(chan struct{})}
+	m.RegisterHandlers(inv, nil)
+	done := make(chan struct{})
+	go func() { // owned by the test: ends once the queue is processed
+		defer close(done)
+		m.PostUserMessage(&payload{}) // runs here, and blocks
+	}()
+	<-inv.entered
+	const queued = 5 // more than the two inline places: the queue grows
+	weaks := postWeakly(m, queued)
+	close(inv.release)
+	<-done
+	if got := inv.processed.Load(); got != queued+1 {
+		t.Fatalf("%d messages processed, want %d", got, queued+1)
+	}
+	kept := reachable(weaks)
+	for i := 0; i < 10 && kept > 0; i++ { // a full collection clears a weak pointer to what is unreachable
+		runtime.GC()
+		kept = reachable(weaks)
+	}
+	runtime.KeepAlive(m) // the mailbox lives on, as its actor's does
+	if kept > 0 {
+		t.Fatalf("%d of the %d processed messages are still reachable: the mailbox keeps them", kept, queued)
+	}
+}
+
+// postWeakly posts n new messages to m and returns weak pointers to them
+// (in a function of its own: no pointer to them stays on the test's stack).
+func postWeakly(m *Mailbox, n int) []weak.Pointer[payload] {
+	weaks := make([]weak.Pointer[payload], n)
+	for i := range weaks {
+		msg := &payload{}
+		weaks[i] = weak.Make(msg)
+		m.PostUserMessage(msg)
+	}
+	return weaks
+}
+
+func reachable[T any](weaks []weak.Pointer[T]) int {
+	n := 0
+	for _, w := range weaks {
+		if w.Value() != nil {
+			n++
+		}
+	}
+	return n
 }
