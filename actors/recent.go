@@ -5,13 +5,18 @@ package actors
 const recentMax = 16
 
 // ring keeps the last recentMax values; a plain value owned by one actor.
+// Its places are allocated with its first value: most routes never wait,
+// and a route that never closed a connection has nothing to remember.
 type ring[T any] struct {
-	buf  [recentMax]T
+	buf  *[recentMax]T
 	next int
 	n    int
 }
 
 func (r *ring[T]) add(v T) {
+	if r.buf == nil {
+		r.buf = new([recentMax]T)
+	}
 	r.buf[r.next] = v
 	r.next = (r.next + 1) % recentMax
 	if r.n < recentMax {

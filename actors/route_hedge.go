@@ -25,7 +25,7 @@ import (
 // Receive.
 type routeHedge struct {
 	policy *hedge.Policy // nil = no hedging
-	sketch hedge.Sketch  // latency, write to head (a measured delay only)
+	sketch *hedge.Sketch // latency, write to head: a measured delay only (nil otherwise)
 	budget hedge.Budget
 	// sent counts hedged attempts written (Stats.Hedges), wins the requests
 	// a hedge answered (Stats.HedgeWins).
@@ -81,7 +81,7 @@ func (r *Route) onHedgeLease(ctx actor.Context, m *LeaseRequest) {
 		return
 	}
 	now := r.clock()
-	delay, ok := h.policy.DelayAt(&h.sketch, now)
+	delay, ok := h.policy.DelayAt(h.sketch, now)
 	cs, dial := r.hedgeRoom(ctx, m.Hedge.Conns)
 	v, at := hedge.Decide(*h.policy, delay, ok, m.Hedge.Attempts, now, cs != nil || dial, &h.budget)
 	switch {
@@ -200,7 +200,7 @@ func (r *Route) hedgeReleased(m *Released) {
 		h.sent++
 	}
 	lat, ok := m.latency()
-	if !ok || h.policy.Delay > 0 {
+	if !ok || h.sketch == nil {
 		return
 	}
 	h.sketch.Add(now, lat)

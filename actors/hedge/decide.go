@@ -4,12 +4,15 @@ import "time"
 
 // DelayAt returns how long an attempt waits for its response head before the
 // next one goes, at now: p.Delay when set, or else the route's latency at
-// p.Percentile measured by s. ok is false while s has too few samples to
-// say (then no request is hedged: a route's first requests teach it its
-// latency). p has its defaults (WithDefaults).
+// p.Percentile measured by s. ok is false while s (nil: none) has too few
+// samples to say (then no request is hedged: a route's first requests
+// teach it its latency). p has its defaults (WithDefaults).
 func (p Policy) DelayAt(s *Sketch, now time.Time) (d time.Duration, ok bool) {
-	if p.Delay > 0 {
+	switch {
+	case p.Delay > 0:
 		return p.Delay, true
+	case s == nil:
+		return 0, false
 	}
 	return s.Quantile(now, p.Percentile)
 }
