@@ -1,10 +1,10 @@
 package actors
 
 import (
-	"runtime"
 	"testing"
 	"weak"
 
+	"github.com/connactor/connactor/internal/testkit/footprint"
 	"github.com/connactor/connactor/internal/wait"
 )
 
@@ -42,11 +42,7 @@ func TestARouteKeepsNoStatsRequestItAnswered(t *testing.T) {
 			t.Fatal("a stats request was not answered in 10s")
 		}
 	}
-	kept := reachable(tickets)
-	for i := 0; i < 10 && kept > 0; i++ { // a full collection clears a weak pointer to what is unreachable
-		runtime.GC()
-		kept = reachable(tickets)
-	}
+	kept := footprint.Kept(tickets)
 	if kept > 0 {
 		t.Fatalf("%d of the %d answered stats requests' tickets are still reachable: the route keeps them", kept, queued)
 	}
@@ -66,14 +62,4 @@ func askStatsWeakly(h *routeHandle, n int) ([]weak.Pointer[wait.Ticket[routeRepo
 		h.post(&RouteStatsRequest{Ticket: t})
 	}
 	return weaks, answered
-}
-
-func reachable[T any](weaks []weak.Pointer[T]) int {
-	n := 0
-	for _, w := range weaks {
-		if w.Value() != nil {
-			n++
-		}
-	}
-	return n
 }

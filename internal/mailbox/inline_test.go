@@ -12,6 +12,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
+
+	"github.com/connactor/connactor/internal/testkit/footprint"
 )
 
 func TestMain(m *testing.M) {
@@ -429,11 +431,7 @@ func TestAMailboxKeepsNoMessageItProcessedAfterItsQueueGrew(t *testing.T) {
 	if got := inv.processed.Load(); got != queued+1 {
 		t.Fatalf("%d messages processed, want %d", got, queued+1)
 	}
-	kept := reachable(weaks)
-	for i := 0; i < 10 && kept > 0; i++ { // a full collection clears a weak pointer to what is unreachable
-		runtime.GC()
-		kept = reachable(weaks)
-	}
+	kept := footprint.Kept(weaks)
 	runtime.KeepAlive(m) // the mailbox lives on, as its actor's does
 	if kept > 0 {
 		t.Fatalf("%d of the %d processed messages are still reachable: the mailbox keeps them", kept, queued)
@@ -450,14 +448,4 @@ func postWeakly(m *Mailbox, n int) []weak.Pointer[payload] {
 		m.PostUserMessage(msg)
 	}
 	return weaks
-}
-
-func reachable[T any](weaks []weak.Pointer[T]) int {
-	n := 0
-	for _, w := range weaks {
-		if w.Value() != nil {
-			n++
-		}
-	}
-	return n
 }
