@@ -40,10 +40,11 @@ type Status struct {
 	Limits Limits        `json:"limits"` // the configured limits
 	Totals actors.Stats  `json:"totals"` // the client-wide counts (its Routes left out: they follow)
 	Routes []route.Stats `json:"routes"` // every route, sorted by name
-	// History is each route's limit and requests in flight over the last
-	// HistoryWindow, one point a second at most, as the handler saw them
-	// (it samples each time it answers JSON: while the page is open, every
-	// second). Set by Handler.
+	// History is the limit and requests in flight over the last
+	// HistoryWindow of up to HistoryRoutes routes (see history.add), one
+	// point a second at most, as the handler saw them (it samples each
+	// time it answers JSON: while the page is open, every second). Set by
+	// Handler.
 	History map[string][]Point `json:"history"`
 }
 
@@ -61,6 +62,11 @@ const HistoryWindow = 5 * time.Minute
 // historyEvery is the least time between two points of a route.
 const historyEvery = 900 * time.Millisecond
 
+// HistoryRoutes bounds the routes Status.History follows: a page of charts,
+// where a client may have 100,000 routes (five minutes of points are
+// about 12 KB a route, kept and sent every second).
+const HistoryRoutes = 32
+
 // history is a handler's Status.History: its own state, kept between its
 // JSON answers.
 type history struct {
@@ -69,7 +75,12 @@ type history struct {
 }
 
 // add records s's routes in h, drops the points older than HistoryWindow
-// and the routes s no longer has, and returns a copy for s.History.
+// and the routes s no longer has, and returns the points for s.History. It
+// follows at most HistoryRoutes routes: those it follows already, then, as
+// room comes free, routes held below their MaxConnsPerRoute (an adaptive
+// limit, the host's or the fleet's share) before the others, in s's order.
+// The slices it returns are never written again (later points are
+// appended past their ends), so they are not copied.
 func (h *history) add(s Status) map[string][]Point {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -77,10 +88,27 @@ func (h *history) add(s Status) map[string][]Point {
 		h.by = map[string][]Point{}
 	}
 	seen := make(map[string]bool, len(s.Routes))
-	out := make(map[string][]Point, len(s.Routes))
 	for _, r := range s.Routes {
 		seen[r.Route] = true
-		pts := h.by[r.Route]
+	}
+	for name := range h.by {
+		if !seen[name] {
+			delete(h.by, name)
+		}
+	}
+	for _, limited := range []bool{true, false} {
+		for _, r := range s.Routes {
+			if _, ok := h.by[r.Route]; !ok && len(h.by) < HistoryRoutes && (r.Limit < r.Max) == limited {
+				h.by[r.Route] = nil
+			}
+		}
+	}
+	out := make(map[string][]Point, len(h.by))
+	for _, r := range s.Routes {
+		pts, ok := h.by[r.Route]
+		if !ok {
+			continue
+		}
 		if n := len(pts); n == 0 || s.Time.Sub(pts[n-1].T) >= historyEvery {
 			pts = append(pts, Point{T: s.Time, Limit: r.Limit, InFlight: r.InFlight})
 		}
@@ -90,12 +118,7 @@ func (h *history) add(s Status) map[string][]Point {
 		}
 		pts = pts[i:]
 		h.by[r.Route] = pts
-		out[r.Route] = append([]Point(nil), pts...)
-	}
-	for name := range h.by {
-		if !seen[name] {
-			delete(h.by, name)
-		}
+		out[r.Route] = pts[:len(pts):len(pts)]
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package status
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -169,5 +170,30 @@ func TestTheHistoryKeepsEachRoutesLimitOverTheWindow(t *testing.T) {
 	want = []Point{{T: t0.Add(time.Second), Limit: 4, InFlight: 4}, {T: t0.Add(HistoryWindow + 500*time.Millisecond), Limit: 6, InFlight: 1}}
 	if !reflect.DeepEqual(got["a"], want) || len(got) != 1 || h.by["b"] != nil {
 		t.Fatalf("after the window: %+v, want a: %+v and b forgotten", got, want)
+	}
+}
+
+// The history follows at most HistoryRoutes routes: those held below their
+// MaxConnsPerRoute first, then the others in the snapshot's order; a route
+// it follows stays while the snapshot has it, and a free place goes to the
+// next.
+func TestTheHistoryFollowsABoundedSetOfRoutesLimitedOnesFirst(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	routes := make([]route.Stats, HistoryRoutes+8)
+	for i := range routes {
+		routes[i] = route.Stats{Route: fmt.Sprintf("r%03d", i), Limit: 8, Max: 8}
+	}
+	routes[len(routes)-1].Limit = 3 // held below its MaxConnsPerRoute
+	h := &history{}
+	got := h.add(Status{Time: t0, Routes: routes})
+	if len(got) != HistoryRoutes || got[routes[len(routes)-1].Route] == nil || got[routes[HistoryRoutes-1].Route] != nil {
+		t.Fatalf("followed %d routes (the limited one: %v, r%03d: %v), want %d, the limited one and the first %d others",
+			len(got), got[routes[len(routes)-1].Route] != nil, HistoryRoutes-1, got[routes[HistoryRoutes-1].Route] != nil,
+			HistoryRoutes, HistoryRoutes-1)
+	}
+	got = h.add(Status{Time: t0.Add(time.Second), Routes: routes[1:]}) // r000 is gone: r0NN takes its place
+	if len(got) != HistoryRoutes || len(got[routes[1].Route]) != 2 || len(got[routes[HistoryRoutes-1].Route]) != 1 {
+		t.Fatalf("after r000 went: %d routes, r001 %d points, r%03d %d; want %d, 2 and 1",
+			len(got), len(got[routes[1].Route]), HistoryRoutes-1, len(got[routes[HistoryRoutes-1].Route]), HistoryRoutes)
 	}
 }
