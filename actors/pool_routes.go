@@ -69,7 +69,10 @@ func (l *Call) leaseOnRoute(fresh bool, avoid uint64) (*Exchange, Lease, gaveUp,
 			return nil, Lease{}, served, err
 		}
 		x := &Exchange{p: p, tel: l.tel, trace: l.trace, gzip: l.gzip, route: h, foreign: l.foreign}
-		if !fresh && avoid == 0 {
+		// A caller in a bubble leases by message: it would judge an offer's
+		// due time by its bubble's clock, and decline one from its own
+		// goroutine, where the route's work must not run.
+		if !fresh && avoid == 0 && !l.foreign {
 			if lease, ok := h.take(l.now()); ok {
 				x.ticket.Deliver(lease) // the lease's one record, as a granted one's (GiveBack)
 				return x, lease, served, nil

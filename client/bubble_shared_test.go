@@ -210,6 +210,36 @@ func TestClientMadeOutsideServesAndCancelsWaitersInABubble(t *testing.T) {
 	})
 }
 
+// A caller in a bubble never takes an offer from a route's outbox: it
+// would judge the offer's due time by the bubble's clock (the year 2000),
+// and decline it on its own goroutine. It asks the route, through the
+// client's home, as for any other lease; outside the bubble the offers are
+// taken as before.
+func TestABubbledCallerLeasesByMessageNotFromTheOutbox(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		srv, c := sharedServer(t, false)
+		exchange(t, c, http.MethodGet, srv.URL+"/dial", nil, 1)
+		exchange(t, c, http.MethodGet, srv.URL+"/offered", nil, 1)
+		before := routeStats(t, c)
+		if before.Offered != 1 {
+			t.Fatalf("outside a bubble: %d leases taken from the outbox, want 1", before.Offered)
+		}
+		synctest.Test(t, func(t *testing.T) { exchange(t, c, http.MethodGet, srv.URL+"/bubbled", nil, 1) })
+		// The bubbled caller's release reaches the route through the
+		// client's home, after the request returned: a lease taken from
+		// the outbox is counted then.
+		var after RouteStats
+		waitFor(t, "the bubbled request's lease counted", func() bool {
+			after = routeStats(t, c)
+			return after.Leases > before.Leases
+		})
+		if after.Offered != before.Offered || after.Leases != before.Leases+1 || after.Reuses != before.Reuses+1 {
+			t.Fatalf("the bubbled request: offered %d -> %d, leases %d -> %d, reuses %d -> %d; want the offers unchanged, one more lease, re-using the connection",
+				before.Offered, after.Offered, before.Leases, after.Leases, before.Reuses, after.Reuses)
+		}
+	})
+}
+
 // roundTripErr sends a GET of url with ctx through c and reads the answer.
 func roundTripErr(c *Client, ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
