@@ -279,8 +279,12 @@ func (x *Exchange) done(reusable bool, idle time.Duration, failed bool) {
 		x.post(&x.released)
 	}
 	x.p.admission.Release()
-	if x.cancel != nil {
-		x.cancel() // the attempt's own context, whose exchange is over
+	// The attempt's own context, whose exchange is over. A bubbled caller's
+	// was made in its bubble: an end told outside it (a connection actor
+	// busy when the exchange came ran it on its own goroutine) leaves it to
+	// the request's context, as closing it there would kill the process.
+	if x.cancel != nil && (!x.foreign || wait.Bubbled(time.Now())) {
+		x.cancel()
 	}
 	if x.quiet {
 		x.endedQuiet = true // a hedged request's attempt that has not won: the race tells the telemetry

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // bubbleChildEnv names the test a child process runs (inChild).
@@ -236,6 +237,37 @@ func TestABubbledCallerLeasesByMessageNotFromTheOutbox(t *testing.T) {
 		if after.Offered != before.Offered || after.Leases != before.Leases+1 || after.Reuses != before.Reuses+1 {
 			t.Fatalf("the bubbled request: offered %d -> %d, leases %d -> %d, reuses %d -> %d; want the offers unchanged, one more lease, re-using the connection",
 				before.Offered, after.Offered, before.Leases, after.Leases, before.Reuses, after.Reuses)
+		}
+	})
+}
+
+// Hedged requests of a bubbled caller, on a client made outside, over
+// HTTP/1.1 and HTTP/2: a HEAD over HTTP/2 ends its stream before its head
+// is returned, at the client's home, and its attempt's context (made in the
+// bubble) was cancelled there, which killed the process.
+func TestABubbledCallersHedgedRequestsEndInItsBubble(t *testing.T) {
+	inChild(t, func(t *testing.T) {
+		for _, h2 := range []bool{false, true} {
+			srv, _ := sharedServer(t, h2)
+			cfg := Config{Hedge: &HedgePolicy{Delay: time.Hour}} // hedge-eligible: each request races, alone
+			if h2 {
+				cfg.TLSConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+			}
+			c := newClient(t, cfg)
+			synctest.Test(t, func(t *testing.T) {
+				for _, method := range []string{http.MethodHead, http.MethodGet, http.MethodHead} {
+					req, err := http.NewRequest(method, srv.URL+"/h", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp, err := c.RoundTrip(req)
+					if err != nil {
+						t.Fatalf("%s over HTTP/2 %v: %v", method, h2, err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
 		}
 	})
 }

@@ -151,7 +151,7 @@ func (c *Conn) RoundTripAt(home Home, req *http.Request, done Ender, b *Body) (*
 	ctx := req.Context()
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx)) // its channel is made by the engine, at home
 	stop := context.AfterFunc(ctx, cancel)
-	end := &foreignEnd{done: done, stop: stop, cancel: cancel}
+	end := &foreignEnd{done: done, stop: stop, cancel: cancel, starting: true}
 	sreq := req.WithContext(sctx)
 	ready := home.Chan()
 	var resp *http.Response
@@ -164,6 +164,7 @@ func (c *Conn) RoundTripAt(home Home, req *http.Request, done Ender, b *Body) (*
 	})
 	if started {
 		<-ready
+		end.started() // a HEAD's end, told at home, is passed on here, in the caller's bubble
 	} else {
 		resp, err = c.roundTrip(sreq, end, b) // home has ended with the client: the connection is closing
 	}
@@ -219,17 +220,37 @@ func (r *homeReader) atHome(f func()) {
 }
 
 // foreignEnd is the Ender of a stream started by RoundTripAt: it lets the
-// caller's context go when the stream is over.
+// caller's context go when the stream is over. An end told while the
+// stream starts at home (a HEAD's, before roundTrip returns) is held until
+// the caller has the answer, and passed on from the caller's goroutine:
+// the caller's Ender may close channels of its bubble.
 type foreignEnd struct {
 	done   Ender
 	stop   func() bool
 	cancel context.CancelFunc
+	// starting is set until the caller has roundTrip's answer; held and
+	// heldErr keep an end told meanwhile. Written by home's goroutine and
+	// then read by the caller after the ready channel: never at once.
+	starting, held bool
+	heldErr        error
 }
 
 func (e *foreignEnd) StreamEnded(err error) {
+	if e.starting {
+		e.held, e.heldErr = true, err
+		return
+	}
 	e.over()
 	if e.done != nil {
 		e.done.StreamEnded(err)
+	}
+}
+
+// started passes on an end held while the stream started.
+func (e *foreignEnd) started() {
+	e.starting = false
+	if e.held {
+		e.StreamEnded(e.heldErr)
 	}
 }
 
