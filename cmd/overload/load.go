@@ -27,9 +27,9 @@ func (o outcome) done() time.Duration { return o.arrived + o.took }
 type serverSample struct {
 	t time.Duration
 	serverCounts
-	// limit and routeInFlight are the client's route's, from its Stats
-	// (-1: a client without them).
-	limit, routeInFlight int
+	// limit is the client's route's, from its Stats (-1: a client without
+	// them).
+	limit int
 }
 
 // run is what one client's run recorded.
@@ -48,18 +48,18 @@ type run struct {
 // routeStats is a client that reports its routes' Stats (connactor's).
 type routeStats interface{ Stats() client.Stats }
 
-// routeLimit reads the limit and in-flight requests of rt's one route (-1
-// for a client without Stats, or before its route exists).
-func routeLimit(rt http.RoundTripper) (limit, inFlight int) {
+// routeLimit reads the limit of rt's one route (-1 for a client without
+// Stats, or before its route exists).
+func routeLimit(rt http.RoundTripper) int {
 	rs, ok := rt.(routeStats)
 	if !ok {
-		return -1, -1
+		return -1
 	}
 	routes := rs.Stats().Routes
 	if len(routes) == 0 {
-		return -1, -1
+		return -1
 	}
-	return routes[0].Limit, routes[0].InFlight
+	return routes[0].Limit
 }
 
 const sampleEvery = 50 * time.Millisecond
@@ -94,8 +94,7 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 		for {
 			t := time.Since(start)
 			srv.setService(sch[sch.at(t)].service)
-			limit, inFlight := routeLimit(rt)
-			r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: limit, routeInFlight: inFlight})
+			r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: routeLimit(rt)})
 			select {
 			case <-tick.C:
 			case <-stopSampling:

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -83,7 +84,7 @@ func errorSummary(errs map[string]int) string {
 		return "-"
 	}
 	var parts []string
-	for _, c := range errorClasses([]phaseStats{{errors: errs}}) {
+	for _, c := range slices.Sorted(maps.Keys(errs)) {
 		parts = append(parts, fmt.Sprintf("%s %d", c, errs[c]))
 	}
 	return strings.Join(parts, ", ")

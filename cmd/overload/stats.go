@@ -1,7 +1,6 @@
 package main
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -72,17 +71,6 @@ func (r *run) phases() []phaseStats {
 		out[len(out)-1].wasted += r.final.wasted - r.server[len(r.server)-1].wasted
 	}
 	return out
-}
-
-// errorClasses lists the classes of errors seen in stats, sorted.
-func errorClasses(stats []phaseStats) []string {
-	set := map[string]bool{}
-	for _, ps := range stats {
-		for c := range ps.errors {
-			set[c] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
 }
 
 // quantile is the q-quantile of ds (nearest rank; 0 for none). It sorts ds.

@@ -42,6 +42,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 	sch := runs[0].sch
 	total := sch.total().Seconds()
 	px := func(t time.Duration) float64 { return left + t.Seconds()/total*plotW }
+	step := tickStep(total)
 
 	lines := make([][]bucket, len(runs))
 	for i, r := range runs {
@@ -100,7 +101,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 			}
 			flush()
 		}
-		for s := 0.0; s <= total; s += tickStep(total) {
+		for s := 0.0; s <= total; s += step {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%gs</text>`+"\n", px(time.Duration(s*float64(time.Second))), y0+panelH+15, s)
 		}
 	}
