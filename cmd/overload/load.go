@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // outcome is one caller's request.
@@ -70,7 +71,8 @@ const sampleEvery = 50 * time.Millisecond
 // answer and the server has finished every request it accepted.
 func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*run, error) {
 	srv := newKServer(k, sch[0].service)
-	url, stopServer, err := srv.listen()
+	// stopServer waits for the answers in flight: the last of them count.
+	url, stopServer, err := benchkit.Serve(srv, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -85,39 +87,29 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 	srv.reached = make([]atomic.Bool, len(arrivals))
 
 	start := time.Now()
-	sampled := make(chan struct{})
-	stopSampling := make(chan struct{})
-	go func() { // owned by runClient, which waits on sampled
-		defer close(sampled)
-		tick := time.NewTicker(sampleEvery)
-		defer tick.Stop()
-		for {
-			t := time.Since(start)
-			srv.setService(sch[sch.at(t)].service)
-			r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: routeLimit(rt)})
-			select {
-			case <-tick.C:
-			case <-stopSampling:
-				return
-			}
-		}
-	}()
-
-	var callers sync.WaitGroup
-	for i, at := range arrivals {
-		if d := time.Until(start.Add(at)); d > 0 {
-			time.Sleep(d)
-		}
-		callers.Add(1)
-		go func() { // owned by runClient, which waits on callers
-			defer callers.Done()
-			r.outcomes[i] = call(rt, url, i, start, deadline)
-		}()
+	// Every sampleEvery from the start, the server takes the service time
+	// of the phase and is sampled with the route's limit.
+	sample := func() {
+		t := time.Since(start)
+		srv.setService(sch[sch.at(t)].service)
+		r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: routeLimit(rt)})
 	}
-	callers.Wait()
-	srv.skipGone.Store(true)
-	close(stopSampling)
-	<-sampled
+	sample()
+	benchkit.SampleWhile(sampleEvery, sample, func() {
+		var callers sync.WaitGroup
+		for i, at := range arrivals {
+			if d := time.Until(start.Add(at)); d > 0 {
+				time.Sleep(d)
+			}
+			callers.Add(1)
+			go func() { // owned by runClient, which waits on callers
+				defer callers.Done()
+				r.outcomes[i] = call(rt, url, i, start, deadline)
+			}()
+		}
+		callers.Wait()
+		srv.skipGone.Store(true)
+	})
 	closeClient()
 	stopServer()
 	r.final = srv.counts()

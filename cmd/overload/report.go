@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // writeReport prints one Markdown table of every run's phases, then the
@@ -96,7 +98,7 @@ func ms(d time.Duration) string {
 		return "-"
 	}
 	if d < 10*time.Millisecond {
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+		return benchkit.Millis(d, 1)
 	}
-	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+	return benchkit.Millis(d, 0)
 }
