@@ -107,15 +107,15 @@ func Connactor(cfg client.Config) (http.RoundTripper, func(), error) {
 	return c, func() { _ = c.Close() }, nil
 }
 
-// SampleWhile runs load, calling sample every every until load returns (the
-// first call one period after the start), and returns once the sampling
-// has stopped: sample never runs after SampleWhile returns.
-func SampleWhile(every time.Duration, sample, load func()) {
+// SampleWhile runs load, calling sample once a period until load returns
+// (the first call one period after the start), and returns once the
+// sampling has stopped: sample never runs after SampleWhile returns.
+func SampleWhile(period time.Duration, sample, load func()) {
 	done := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() { // owned by SampleWhile, which waits for it
 		defer close(sampled)
-		t := time.NewTicker(every)
+		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			select {
