@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // perfTarget is one performance target: its name, the cells (server x
@@ -210,13 +212,10 @@ const (
 )
 
 func (o outcome) String() string {
-	switch o {
-	case met:
-		return "met"
-	case notMet:
-		return "NOT MET"
+	if o == notRun {
+		return "not run"
 	}
-	return "not run"
+	return benchkit.Verdict(o == met)
 }
 
 // verdict is one target judged in one cell.

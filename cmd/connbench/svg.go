@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // writeCharts draws each sweep (CPU per request against routes, against
@@ -50,7 +52,7 @@ func (s *sweep) svg(r *report) string {
 	if len(xs) == 0 {
 		return ""
 	}
-	step := niceStep(ymax * 1.1 / 5)
+	step := benchkit.NiceCeil(ymax*1.1/5, 1, 2, 5)
 	ytop := math.Ceil(ymax*1.1/step) * step
 	lx0, lx1 := math.Log10(float64(xs[0])), math.Log10(float64(xs[len(xs)-1]))
 	if lx1 == lx0 {
@@ -71,7 +73,7 @@ func (s *sweep) svg(r *report) string {
 	// Grid and axes.
 	for y := 0.0; y <= ytop+step/2; y += step {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, py(y), float64(left)+plotW, py(y))
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, py(y)+4, trimFloat(y))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-6, py(y)+4, benchkit.TrimFloat(y, true))
 	}
 	for _, x := range xs {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", px(x), top, px(x), float64(top)+plotH)
@@ -105,25 +107,6 @@ func (s *sweep) svg(r *report) string {
 		float64(left)+plotW+14, float64(top)+10+float64(len(s.clients))*20)
 	b.WriteString("</svg>\n")
 	return b.String()
-}
-
-// niceStep rounds v up to 1, 2 or 5 times a power of ten.
-func niceStep(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.1f", v)
-	return strings.TrimSuffix(s, ".0")
 }
 
 func thousands(n int) string {

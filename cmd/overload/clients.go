@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // clientSpec is one client the benchmark runs: a key for -clients, a name for
@@ -40,11 +41,7 @@ func clients() []clientSpec {
 func connactor(key, name string, cfg client.Config) clientSpec {
 	return clientSpec{key: key, name: name, make: func() (http.RoundTripper, func(), error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-		c, err := client.New(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		return c, func() { _ = c.Close() }, nil
+		return benchkit.Connactor(cfg)
 	}}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // outcome is one caller's request.
@@ -27,9 +28,9 @@ func (o outcome) done() time.Duration { return o.arrived + o.took }
 type serverSample struct {
 	t time.Duration
 	serverCounts
-	// limit and routeInFlight are the client's route's, from its Stats
-	// (-1: a client without them).
-	limit, routeInFlight int
+	// limit is the client's route's, from its Stats (-1: a client without
+	// them).
+	limit int
 }
 
 // run is what one client's run recorded.
@@ -48,18 +49,18 @@ type run struct {
 // routeStats is a client that reports its routes' Stats (connactor's).
 type routeStats interface{ Stats() client.Stats }
 
-// routeLimit reads the limit and in-flight requests of rt's one route (-1
-// for a client without Stats, or before its route exists).
-func routeLimit(rt http.RoundTripper) (limit, inFlight int) {
+// routeLimit reads the limit of rt's one route (-1 for a client without
+// Stats, or before its route exists).
+func routeLimit(rt http.RoundTripper) int {
 	rs, ok := rt.(routeStats)
 	if !ok {
-		return -1, -1
+		return -1
 	}
 	routes := rs.Stats().Routes
 	if len(routes) == 0 {
-		return -1, -1
+		return -1
 	}
-	return routes[0].Limit, routes[0].InFlight
+	return routes[0].Limit
 }
 
 const sampleEvery = 50 * time.Millisecond
@@ -70,7 +71,8 @@ const sampleEvery = 50 * time.Millisecond
 // answer and the server has finished every request it accepted.
 func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*run, error) {
 	srv := newKServer(k, sch[0].service)
-	url, stopServer, err := srv.listen()
+	// stopServer waits for the answers in flight: the last of them count.
+	url, stopServer, err := benchkit.Serve(srv, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -85,40 +87,29 @@ func runClient(spec clientSpec, sch schedule, k int, deadline time.Duration) (*r
 	srv.reached = make([]atomic.Bool, len(arrivals))
 
 	start := time.Now()
-	sampled := make(chan struct{})
-	stopSampling := make(chan struct{})
-	go func() { // owned by runClient, which waits on sampled
-		defer close(sampled)
-		tick := time.NewTicker(sampleEvery)
-		defer tick.Stop()
-		for {
-			t := time.Since(start)
-			srv.setService(sch[sch.at(t)].service)
-			limit, inFlight := routeLimit(rt)
-			r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: limit, routeInFlight: inFlight})
-			select {
-			case <-tick.C:
-			case <-stopSampling:
-				return
-			}
-		}
-	}()
-
-	var callers sync.WaitGroup
-	for i, at := range arrivals {
-		if d := time.Until(start.Add(at)); d > 0 {
-			time.Sleep(d)
-		}
-		callers.Add(1)
-		go func() { // owned by runClient, which waits on callers
-			defer callers.Done()
-			r.outcomes[i] = call(rt, url, i, start, deadline)
-		}()
+	// Every sampleEvery from the start, the server takes the service time
+	// of the phase and is sampled with the route's limit.
+	sample := func() {
+		t := time.Since(start)
+		srv.setService(sch[sch.at(t)].service)
+		r.server = append(r.server, serverSample{t: t, serverCounts: srv.counts(), limit: routeLimit(rt)})
 	}
-	callers.Wait()
-	srv.skipGone.Store(true)
-	close(stopSampling)
-	<-sampled
+	sample()
+	benchkit.SampleWhile(sampleEvery, sample, func() {
+		var callers sync.WaitGroup
+		for i, at := range arrivals {
+			if d := time.Until(start.Add(at)); d > 0 {
+				time.Sleep(d)
+			}
+			callers.Add(1)
+			go func() { // owned by runClient, which waits on callers
+				defer callers.Done()
+				r.outcomes[i] = call(rt, url, i, start, deadline)
+			}()
+		}
+		callers.Wait()
+		srv.skipGone.Store(true)
+	})
 	closeClient()
 	stopServer()
 	r.final = srv.counts()

@@ -165,24 +165,6 @@ func TestPhaseStatsSumUpSuccessesRefusalsErrorsAndTheServer(t *testing.T) {
 	}
 }
 
-func TestQuantileIsTheNearestRank(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 1000; i++ {
-		ds = append(ds, time.Duration(1001-i))
-	}
-	for _, tc := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 500}, {0.99, 990}, {0.999, 999}, {1, 1000}, {0, 1}} {
-		if got := quantile(ds, tc.q); got != tc.want {
-			t.Errorf("quantile(%v) = %v, want %v", tc.q, got, tc.want)
-		}
-	}
-	if quantile(nil, 0.5) != 0 {
-		t.Error("quantile of nothing is not 0")
-	}
-}
-
 func TestClassifyTellsRefusalsFromDeadlinesWaitingAndInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		err     error

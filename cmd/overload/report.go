@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // writeReport prints one Markdown table of every run's phases, then the
@@ -83,7 +86,7 @@ func errorSummary(errs map[string]int) string {
 		return "-"
 	}
 	var parts []string
-	for _, c := range errorClasses([]phaseStats{{errors: errs}}) {
+	for _, c := range slices.Sorted(maps.Keys(errs)) {
 		parts = append(parts, fmt.Sprintf("%s %d", c, errs[c]))
 	}
 	return strings.Join(parts, ", ")
@@ -95,7 +98,7 @@ func ms(d time.Duration) string {
 		return "-"
 	}
 	if d < 10*time.Millisecond {
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+		return benchkit.Millis(d, 1)
 	}
-	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
+	return benchkit.Millis(d, 0)
 }

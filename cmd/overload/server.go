@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -94,25 +93,4 @@ type serverCounts struct {
 
 func (s *kServer) counts() serverCounts {
 	return serverCounts{s.queued.Load(), s.inFlight.Load(), s.served.Load(), s.wasted.Load(), s.skipped.Load()}
-}
-
-// listen serves s on a new port of 127.0.0.1 until the returned stop is
-// called; stop waits for its handlers to return.
-func (s *kServer) listen() (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() { // owned by stop, which waits for it
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	return "http://" + ln.Addr().String() + "/", func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}, nil
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"maps"
-	"math"
 	"slices"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // phaseStats sums up one phase of a run. Requests count in the phase in
@@ -45,9 +45,11 @@ func (r *run) phases() []phaseStats {
 		ps := &out[i]
 		ps.ok = len(oks[i])
 		ps.goodput = float64(ps.ok) / ps.duration.Seconds()
-		ps.p50, ps.p99, ps.p999 = quantile(oks[i], 0.5), quantile(oks[i], 0.99), quantile(oks[i], 0.999)
+		slices.Sort(oks[i])
+		slices.Sort(refusals[i])
+		ps.p50, ps.p99, ps.p999 = benchkit.Quantile(oks[i], 0.5), benchkit.Quantile(oks[i], 0.99), benchkit.Quantile(oks[i], 0.999)
 		ps.refusals = len(refusals[i])
-		ps.refusedP99 = quantile(refusals[i], 0.99)
+		ps.refusedP99 = benchkit.Quantile(refusals[i], 0.99)
 	}
 	var n = make([]int, len(r.sch))
 	for j, s := range r.server {
@@ -72,27 +74,6 @@ func (r *run) phases() []phaseStats {
 		out[len(out)-1].wasted += r.final.wasted - r.server[len(r.server)-1].wasted
 	}
 	return out
-}
-
-// errorClasses lists the classes of errors seen in stats, sorted.
-func errorClasses(stats []phaseStats) []string {
-	set := map[string]bool{}
-	for _, ps := range stats {
-		for c := range ps.errors {
-			set[c] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
-}
-
-// quantile is the q-quantile of ds (nearest rank; 0 for none). It sorts ds.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	i := int(math.Ceil(q*float64(len(ds)))) - 1
-	return ds[max(0, min(i, len(ds)-1))]
 }
 
 // bucket is one slice of a run's time line, for the chart.
@@ -129,7 +110,8 @@ func (r *run) timeline(width time.Duration) []bucket {
 		bs[i].t = time.Duration(i) * width
 		bs[i].goodput /= width.Seconds()
 		bs[i].failures /= width.Seconds()
-		bs[i].p99 = quantile(lat[i], 0.99)
+		slices.Sort(lat[i])
+		bs[i].p99 = benchkit.Quantile(lat[i], 0.99)
 		if bs[i].samples > 0 {
 			bs[i].queue /= float64(bs[i].samples)
 		}

@@ -3,9 +3,10 @@ package main
 import (
 	"fmt"
 	"html"
-	"math"
 	"strings"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // panel is one of the chart's stacked plots: a value of each bucket, or
@@ -42,6 +43,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 	sch := runs[0].sch
 	total := sch.total().Seconds()
 	px := func(t time.Duration) float64 { return left + t.Seconds()/total*plotW }
+	step := tickStep(total)
 
 	lines := make([][]bucket, len(runs))
 	for i, r := range runs {
@@ -62,7 +64,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 					ytop = max(ytop, v)
 				}
 			}
-			ytop = niceCeil(ytop)
+			ytop = benchkit.NiceCeil(ytop, 1, 2, 2.5, 5)
 		}
 		py := func(v float64) float64 { return y0 + panelH - min(v, ytop)/ytop*panelH }
 		fmt.Fprintf(&b, `<text x="%d" y="%.0f" font-weight="bold">%s</text>`+"\n", left, y0-6, html.EscapeString(p.title))
@@ -70,7 +72,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 		for i := 0; i <= 5; i++ {
 			v := ytop * float64(i) / 5
 			fmt.Fprintf(&b, `<line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, left+plotW, py(v), py(v))
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s%s</text>`+"\n", left-5, py(v)+4, trimFloat(v), p.unit)
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s%s</text>`+"\n", left-5, py(v)+4, benchkit.TrimFloat(v, false), p.unit)
 		}
 		for i := range sch {
 			if i > 0 {
@@ -100,7 +102,7 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 			}
 			flush()
 		}
-		for s := 0.0; s <= total; s += tickStep(total) {
+		for s := 0.0; s <= total; s += step {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%gs</text>`+"\n", px(time.Duration(s*float64(time.Second))), y0+panelH+15, s)
 		}
 	}
@@ -113,26 +115,5 @@ func chart(runs []*run, width time.Duration, deadline time.Duration) string {
 	return b.String()
 }
 
-// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten (1 for v <= 0).
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if v <= m*p {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
 // tickStep is the spacing of the time axis' labels: about ten of them.
-func tickStep(total float64) float64 { return max(niceCeil(total/10), 0.1) }
-
-func trimFloat(v float64) string {
-	if v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.1f", v)
-}
+func tickStep(total float64) float64 { return max(benchkit.NiceCeil(total/10, 1, 2, 2.5, 5), 0.1) }

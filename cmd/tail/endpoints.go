@@ -5,16 +5,15 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 	"github.com/connactor/connactor/internal/testkit/faultserver"
 	"github.com/connactor/connactor/internal/testkit/loopbacks"
 )
@@ -92,12 +91,8 @@ func netHTTPRoundRobin(callers int) endpointClient {
 func connactorResolved(name string, cfg client.Config) endpointClient {
 	return endpointClient{name, func(_ *roundRobin, res *loopbacks.Resolver, tlsCfg *tls.Config) (http.RoundTripper, func(), error) {
 		cfg := cfg
-		cfg.Resolver, cfg.TLSConfig, cfg.Logger = res, tlsCfg, quietLogger()
-		c, err := client.New(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		return c, func() { c.Close() }, nil
+		cfg.Resolver, cfg.TLSConfig = res, tlsCfg
+		return benchkit.Connactor(cfg)
 	}}
 }
 
@@ -207,9 +202,4 @@ func endpointChart(title string, addrs []netip.Addr, rows []endpointRow, failure
 		c.groups = append(c.groups, g)
 	}
 	return c
-}
-
-// quietLogger logs connactor's errors only.
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }

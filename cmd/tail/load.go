@@ -88,12 +88,3 @@ func get(rt http.RoundTripper, url string) (status int, h2 bool, took time.Durat
 
 // failed is the requests that got an error or a status other than 200.
 func (r result) failed() int { return r.requests - r.status[http.StatusOK] }
-
-// percentile returns the sample of rank ceil(q*n) of sorted, 0 when empty.
-func percentile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(float64(len(sorted))*q + 0.999999999)
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}

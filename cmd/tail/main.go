@@ -35,6 +35,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/connactor/connactor/internal/testkit/loopbacks"
 )
 
 func main() {
@@ -96,7 +98,7 @@ func run(ctx context.Context, out io.Writer, opt options) error {
 			}
 		case "sick":
 			o := endpointOptions{callers: callers, duration: duration, work: work}
-			sick := netip.AddrFrom4([4]byte{127, 0, 0, 3})
+			sick := loopbacks.Addr(3)
 			addrs, rows, err := runEndpoints(ctx, o, sickHandler(sick, work), false, sickClients(callers))
 			if err != nil {
 				return err

@@ -2,17 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 )
 
 // tailOptions is the tail scenario's settings.
@@ -53,23 +52,15 @@ func tailClients(callers int) []namedClient {
 			return tr, tr.CloseIdleConnections, nil
 		}},
 		{"connactor", func() (http.RoundTripper, func(), error) {
-			c, err := client.New(client.Config{MaxConnsPerRoute: callers, Logger: quietLogger()})
-			if err != nil {
-				return nil, nil, err
-			}
-			return c, func() { c.Close() }, nil
+			return benchkit.Connactor(client.Config{MaxConnsPerRoute: callers})
 		}},
 		// Hedged requests at the route's measured p95: the server's "seen"
 		// column shows the extra requests they cost. A hedge goes only with
 		// room under MaxConnsPerRoute, and each closed-loop caller holds a
 		// connection: the route gets room for a hedge per caller.
 		{"connactor+hedge", func() (http.RoundTripper, func(), error) {
-			c, err := client.New(client.Config{MaxConnsPerRoute: 2 * callers,
-				Hedge: &client.HedgePolicy{Percentile: 0.95}, Logger: quietLogger()})
-			if err != nil {
-				return nil, nil, err
-			}
-			return c, func() { c.Close() }, nil
+			return benchkit.Connactor(client.Config{MaxConnsPerRoute: 2 * callers,
+				Hedge: &client.HedgePolicy{Percentile: 0.95}})
 		}},
 	}
 }
@@ -85,7 +76,7 @@ func runTail(ctx context.Context, o tailOptions, clients []namedClient) ([]tailR
 	var rows []tailRow
 	for _, nc := range clients {
 		srv := &stallServer{work: o.work, stall: o.stall, stallEvery: o.stallEvery}
-		url, stop, err := serveLocal(srv)
+		url, stop, err := benchkit.Serve(srv, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -121,45 +112,10 @@ func sampleHedge(c *client.Client, load func()) hedgeReading {
 			hr.hedges, hr.wins = rs.Hedges, rs.HedgeWins
 		}
 	}
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() { // owned by sampleHedge, which waits for it
-		defer close(sampled)
-		t := time.NewTicker(hedgeSampleEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				read()
-			}
-		}
-	}()
-	load()
-	close(done)
-	<-sampled
+	benchkit.SampleWhile(hedgeSampleEvery, read, load)
 	read()
 	slices.Sort(hr.delays)
 	return hr
-}
-
-// serveLocal serves h on a fresh 127.0.0.1 port; stop closes it and waits
-// for its goroutine.
-func serveLocal(h http.Handler) (url string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: h}
-	done := make(chan struct{})
-	go func() { // owned by stop, which waits for it
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Println("tail: server:", err)
-		}
-	}()
-	return "http://" + ln.Addr().String() + "/", func() { srv.Close(); <-done }, nil
 }
 
 var tailQuantiles = []struct {
@@ -181,7 +137,7 @@ func printTail(w io.Writer, o tailOptions, rows []tailRow) {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t", r.client, r.res.requests, r.res.failed())
 		for _, q := range tailQuantiles {
-			fmt.Fprintf(tw, "%s\t", ms(percentile(r.res.latencies, q.q)))
+			fmt.Fprintf(tw, "%s\t", ms(benchkit.Quantile(r.res.latencies, q.q)))
 		}
 		var top time.Duration
 		if n := len(r.res.latencies); n > 0 {
@@ -203,21 +159,14 @@ func printHedge(w io.Writer, r tailRow) {
 	if len(d) == 0 {
 		return
 	}
-	med := percentile(d, 0.5)
-	p50, p99 := percentile(r.res.latencies, 0.5), percentile(r.res.latencies, 0.99)
+	med := benchkit.Quantile(d, 0.5)
+	p50, p99 := benchkit.Quantile(r.res.latencies, 0.5), benchkit.Quantile(r.res.latencies, 0.99)
 	bound := 5*p50 + med
 	extra := ratio(r.seen, int64(r.res.requests)) - 1
 	fmt.Fprintf(w, "%s: hedge delay (the route's Stats every %v) median %s, %s to %s over %d samples; %d hedged attempts, %d won\n",
 		r.client, hedgeSampleEvery, ms(med), ms(d[0]), ms(d[len(d)-1]), len(d), r.hedge.hedges, r.hedge.wins)
 	fmt.Fprintf(w, "  target p99 <= 5 x p50 + delay: %s <= %s: %s; extra requests at the server <= 5 %%: %.1f %%: %s\n",
-		ms(p99), ms(bound), verdict(p99 <= bound), 100*extra, verdict(extra <= 0.05))
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "NOT MET"
+		ms(p99), ms(bound), benchkit.Verdict(p99 <= bound), 100*extra, benchkit.Verdict(extra <= 0.05))
 }
 
 // tailChart is the tail scenario's chart: each quantile's latency by client.
@@ -232,7 +181,7 @@ func tailChart(o tailOptions, rows []tailRow) chart {
 		for _, r := range rows {
 			v := math.NaN()
 			if len(r.res.latencies) > 0 {
-				v = float64(percentile(r.res.latencies, q.q)) / float64(time.Millisecond)
+				v = float64(benchkit.Quantile(r.res.latencies, q.q)) / float64(time.Millisecond)
 			}
 			g.values = append(g.values, v)
 		}
@@ -242,7 +191,7 @@ func tailChart(o tailOptions, rows []tailRow) chart {
 }
 
 // ms prints d in milliseconds.
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+func ms(d time.Duration) string { return benchkit.Millis(d, 2) }
 
 // ratio is a/b, 0 when b is.
 func ratio(a, b int64) float64 {

@@ -17,12 +17,13 @@ import (
 	"time"
 
 	"github.com/connactor/connactor/client"
+	"github.com/connactor/connactor/internal/testkit/benchkit"
 	"github.com/connactor/connactor/internal/testkit/loopbacks"
 )
 
 func TestStallServerStallsOneRequestInEveryNAndCountsThem(t *testing.T) {
 	srv := &stallServer{stall: time.Millisecond, stallEvery: 5}
-	url, stop, err := serveLocal(srv)
+	url, stop, err := benchkit.Serve(srv, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,24 +97,6 @@ func TestSharesCountOnlyTheRequestsOfTheRun(t *testing.T) {
 	}
 	if pct := percentOf([]addrCount{{a, 0, 0}}); pct[0] != 0 {
 		t.Fatalf("no requests: share %v, want 0", pct[0])
-	}
-}
-
-func TestPercentileTakesTheSampleOfItsRank(t *testing.T) {
-	var s []time.Duration
-	for i := 1; i <= 1000; i++ {
-		s = append(s, time.Duration(i))
-	}
-	for _, tc := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 500}, {0.9, 900}, {0.99, 990}, {0.999, 999}, {1, 1000}, {0.0001, 1}} {
-		if got := percentile(s, tc.q); got != tc.want {
-			t.Errorf("percentile(%v) = %v, want %v", tc.q, got, tc.want)
-		}
-	}
-	if got := percentile(nil, 0.5); got != 0 {
-		t.Errorf("percentile of nothing = %v, want 0", got)
 	}
 }
 
@@ -208,11 +191,12 @@ func TestEveryScenarioRunsAndDrawsItsChart(t *testing.T) {
 func TestARunReadsTheHedgeDelayFromTheRoutesStats(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(srv.Close)
-	c, err := client.New(client.Config{Hedge: &client.HedgePolicy{Delay: 3 * time.Millisecond}, Logger: quietLogger()})
+	rt, closeClient, err := benchkit.Connactor(client.Config{Hedge: &client.HedgePolicy{Delay: 3 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer closeClient()
+	c := rt.(*client.Client)
 	hr := sampleHedge(c, func() {
 		if _, _, _, err := get(c, srv.URL); err != nil {
 			t.Error(err)

@@ -7,6 +7,7 @@
 // tests send (calls), the parts that fleet budget tests and examples share
 // (fleettest: counted upstreams, etcd, member processes), and the helpers
 // that find programs (lookpath), name errors in reports (errname) and record
-// what is logged (logrec). Nothing
+// what is logged (logrec), and what the benchmark programs share (benchkit:
+// quantiles, chart numbers, the server and client of a run). Nothing
 // in the library imports it; the tests, cmd/soak and cmd/connbench do.
 package testkit
