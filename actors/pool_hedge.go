@@ -66,25 +66,26 @@ func (l *Call) hedgeDelay(h *routeHandle, req *http.Request) time.Duration {
 }
 
 // RoundTrip sends req on x, the call's leased attempt, and returns the
-// response head, hedged when the pool's policy says so (see above): then
-// further attempts may go on other connections of the route, and the first
-// response head wins. Without hedging it is x.RoundTrip. On failure, the
-// error is x's (the first attempt's), and x's lease is released.
-func (l *Call) RoundTrip(x *Exchange, req *http.Request) (*http.Response, error) {
+// response head and the attempt that won it (its Early), hedged when the
+// pool's policy says so (see above): then further attempts may go on other
+// connections of the route, and the first response head wins. Without
+// hedging it is x.RoundTrip, and x wins. On failure, the error is x's (the
+// first attempt's), and x's lease is released.
+func (l *Call) RoundTrip(x *Exchange, req *http.Request) (*http.Response, *Exchange, error) {
 	delay := l.hedgeDelay(x.route, req)
 	if delay <= 0 {
-		return x.RoundTrip(req)
+		resp, err := x.RoundTrip(req)
+		return resp, x, err
 	}
 	return l.race(x, req, delay)
 }
 
 // attempt is one attempt of a hedged request.
 type attempt struct {
-	x      *Exchange
-	span   *telemetry.Attempt
-	cancel context.CancelFunc
-	err    error
-	ended  bool
+	x     *Exchange // its cancel ends the attempt's own context
+	span  *telemetry.Attempt
+	err   error
+	ended bool
 }
 
 // attemptResult is what an attempt's goroutine hands back to the race.
@@ -108,7 +109,7 @@ func (a *attempt) end(res attemptResult) (failed bool) {
 }
 
 // race runs first's exchange of req and its hedges. See the file's comment.
-func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*http.Response, error) {
+func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*http.Response, *Exchange, error) {
 	pol := l.p.cfg.Hedge
 	h := first.route
 	results := make(chan attemptResult, pol.MaxAttempts) // each attempt sends once: never blocks
@@ -123,7 +124,7 @@ func (l *Call) race(first *Exchange, req *http.Request, delay time.Duration) (*h
 		ctx, cancel := context.WithCancel(l.ctx)
 		x.cancel, x.hedged, x.quiet = cancel, len(atts) > 0, true
 		i := len(atts)
-		atts = append(atts, attempt{x: x, cancel: cancel, span: l.tel.StartAttempt(i, x.hedged)})
+		atts = append(atts, attempt{x: x, span: l.tel.StartAttempt(i, x.hedged)})
 		if l.foreign {
 			// A bubbled caller's exchange may be written on the pool's
 			// home, whose clock is not the bubble's: its start stands in
@@ -256,19 +257,20 @@ func (l *Call) settle(a *attempt, resp *http.Response) {
 }
 
 // finish ends the race: a hedge's lease still asked for is given back, the
-// attempts other than winner (-1: none won) are cancelled and waited for (a
-// response that came meanwhile is closed), and the admissions of the
-// attempts that failed go back, but for one when none won: the request's,
-// which its caller gives back (Call.Leave). It returns winner's response, or
-// the first attempt's error.
-func (l *Call) finish(atts []attempt, winner int, asked *Exchange, resp *http.Response, results <-chan attemptResult, running int) (*http.Response, error) {
+// attempts other than winner (-1: none won) are cancelled (the one place
+// that cancels an attempt but its own end: the winner's context ends with
+// its exchange) and waited for (a response that came meanwhile is closed),
+// and the admissions of the attempts that failed go back, but for one when
+// none won: the request's, which its caller gives back (Call.Leave). It
+// returns winner's response and exchange, or the first attempt's error.
+func (l *Call) finish(atts []attempt, winner int, asked *Exchange, resp *http.Response, results <-chan attemptResult, running int) (*http.Response, *Exchange, error) {
 	if asked != nil {
 		asked.GiveBack() // a lease that crossed the cancel goes back untouched
 		l.p.admission.Release()
 	}
 	for i := range atts {
-		if i != winner && !atts[i].ended {
-			atts[i].cancel()
+		if i != winner {
+			atts[i].x.cancel() // ends a running loser's exchange at once; frees an ended one's context
 		}
 	}
 	for ; running > 0; running-- {
@@ -284,7 +286,6 @@ func (l *Call) finish(atts []attempt, winner int, asked *Exchange, resp *http.Re
 	for i := range atts {
 		if atts[i].err != nil {
 			failed++
-			atts[i].cancel()
 		}
 	}
 	if winner < 0 {
@@ -294,9 +295,9 @@ func (l *Call) finish(atts []attempt, winner int, asked *Exchange, resp *http.Re
 		l.p.admission.Release()
 	}
 	if winner >= 0 {
-		return resp, nil
+		return resp, atts[winner].x, nil
 	}
-	return nil, atts[0].err
+	return nil, nil, atts[0].err
 }
 
 // errLostRace ends the span of an attempt whose response head came after

@@ -103,9 +103,9 @@ func (c *Client) send(call *actors.Call, req *http.Request, tel *telemetry.Reque
 				return nil, nil, err
 			}
 		}
-		resp, err := call.RoundTrip(x, req) // hedged when Config.Hedge says so (actors/pool_hedge.go)
+		resp, won, err := call.RoundTrip(x, req) // hedged when Config.Hedge says so (actors/pool_hedge.go)
 		if err == nil {
-			return resp, x.Early(), nil
+			return resp, won.Early(), nil // the winning attempt's: a hedge's, when one won
 		}
 		switch next, how := x.Replay(req, err, attempt); how {
 		case actors.LeaseAgain:
