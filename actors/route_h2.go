@@ -128,7 +128,7 @@ func (h *http2Conn) drains(st h2.Streams) bool { return h.draining || st.Drainin
 // leased count as served). It is negative when the peer lowered its limit
 // below what is in use, and 0 when the connection drains, on its own
 // account or because the route retires it (retireReason): the route leases
-// it no new stream and closes it after its last one (closeDrained). The
+// it no new stream and closes it after its last one (onH2Closed). The
 // connection itself is not told: streams leased and not yet started must
 // still start. A query: it changes nothing (one lock of the connection's,
 // no I/O).
@@ -222,7 +222,7 @@ func (r *Route) availableH2(ctx actor.Context, h *http2Conn, now time.Time) {
 		return
 	}
 	if h.drains(h.conn.Streams()) {
-		return // closeDrained: its H2Closed names the reason
+		return // its H2Closed names the reason (onH2Closed)
 	}
 	r.idleOrClose(ctx, cs, now, r.roomWanted)
 }

@@ -43,14 +43,16 @@ type h2Spread struct {
 // streamGranted notes a stream leased on cs (grant), for the rule's first
 // two conditions: cs's streams now count it.
 func (r *Route) streamGranted(cs *connState) {
-	if cs.connRef.h2 != nil && r.streams() >= 2 {
+	// Without endpoints the rule never dials: no sum over the route's
+	// connections on each stream then.
+	if cs.connRef.h2 != nil && r.eps.on && !r.spread.leased && r.streams() >= 2 {
 		r.spread.leased = true
 	}
 }
 
 // wantH2Spread asks for a permit for a spread dial when spreadWanted.
 func (r *Route) wantH2Spread(ctx actor.Context) {
-	if !r.spreadWanted(r.clock()) {
+	if !r.spread.leased || !r.spreadWanted(r.clock()) {
 		return
 	}
 	r.spread.permit = true

@@ -132,10 +132,10 @@ func (r *Route) refill() {
 		if !cs.proto.exclusive() || cs.served == 0 {
 			continue
 		}
-		until := r.dueAt(cs, now)
-		if !until.IsZero() && !now.Before(until) {
-			continue // due: the next lease or expiry tick closes it
+		if r.retireReason(cs, true, now) != "" {
+			continue // to retire (the whole rule): the next lease or expiry tick closes it
 		}
+		until := r.dueAt(cs, now)
 		r.toOffered(cs) // from the end of what is left before i: nothing else moves
 		r.out.put(cs, until)
 	}

@@ -13,7 +13,7 @@ import (
 // every turn of a connection's life: when it comes free (released, dialed,
 // given back: available), when it is leased from the idle list (popIdle,
 // h2WithRoom) or offered (refill, dueAt), when an HTTP/2 connection is asked
-// for a new stream (h2Room) or ends its last one (closeDrained), when its
+// for a new stream (h2Room) or ends its last one (onH2Closed), when its
 // address leaves the resolved set (onEndpointsResolved), and on every expiry
 // tick (onExpire).
 
@@ -54,7 +54,7 @@ func (r *Route) deadlines(cs *connState, idle bool, now time.Time) [4]retirement
 // connection idle since cs.idleSince (idle: on the idle list, on offer, or
 // an offer given back), the server's Keep-Alive timeout, MaxIdleTime and the
 // learned idle timeout. A connection in use is never cut: one that carries
-// streams drains until its last one ends (h2Room, closeDrained), and an
+// streams drains until its last one ends (h2Room, onH2Closed), and an
 // HTTP/1.1 connection is asked when it comes free.
 func (r *Route) retireReason(cs *connState, idle bool, now time.Time) route.CloseReason {
 	if r.closed {

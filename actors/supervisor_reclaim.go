@@ -64,13 +64,10 @@ func (s *Supervisor) compactRoutes(ctx actor.Context) {
 	if ctx == nil {
 		return // a test's supervisor, outside an actor system
 	}
-	if sys := ctx.ActorSystem(); s.cfg.Go != nil {
-		// Off the supervisor's Receive: a pass over the registry's 32,768
-		// shards takes milliseconds, each shard under its own lock.
-		s.cfg.Go(func() { compactRegistry(sys) }) // owned by the client's WaitGroup; ends after one pass
-	} else {
-		compactRegistry(sys)
-	}
+	// Off the supervisor's Receive: a pass over the registry's 32,768 shards
+	// takes milliseconds, each shard under its own lock.
+	sys := ctx.ActorSystem()
+	s.cfg.Go(func() { compactRegistry(sys) }) // owned by the client's WaitGroup; ends after one pass
 }
 
 // compactChildren rebuilds protoactor's set of the supervisor's children
