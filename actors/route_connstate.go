@@ -124,14 +124,16 @@ func (r *Route) toLeased(cs *connState, now time.Time, taken bool) time.Duration
 	return idleFor
 }
 
-// toFree makes an offer a caller gave back unused (LeaseCancelled,
-// OfferDeclined) free again, idle since it was before the offer. A lease the
+// toFree makes a lease a caller gave back unused (LeaseCancelled,
+// OfferDeclined) free again, idle since it was before the lease: an offer
+// (offered), or an HTTP/1.1 connection granted to it. An offer's lease the
 // route had counted when it found the offer taken (takeBack) is uncounted:
-// no lease. cs may be nil: its connection closed after a take-back counted
-// it. It reports whether cs is free (false: it was neither on offer nor
-// leased).
-func (r *Route) toFree(cs *connState) bool {
-	if cs == nil || cs.phase == phaseLeased {
+// no lease; a granted one stays counted (Stats.Leases counts the grants).
+// cs may be nil for an offer: its connection closed after a take-back
+// counted it. It reports whether cs is free (false: it was neither on
+// offer nor leased).
+func (r *Route) toFree(cs *connState, offered bool) bool {
+	if offered && (cs == nil || cs.phase == phaseLeased) {
 		r.leases--
 		r.reuses--
 		r.offeredN--

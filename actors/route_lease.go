@@ -134,9 +134,13 @@ func (r *Route) onLeaseCancelled(ctx actor.Context, m *LeaseCancelled) {
 	if l, ok := m.Ticket.Returned(); ok {
 		switch cs := r.conns[l.ConnID]; {
 		case l.Offered:
-			r.offerGivenBack(ctx, cs) // taken from the outbox, given back untouched
-		case cs != nil && cs.phase == phaseLeased:
-			// Untouched: it goes back as it was, keeping its idle caps.
+			r.givenBack(ctx, cs, true) // taken from the outbox, given back untouched
+		case cs == nil || cs.phase != phaseLeased:
+		case cs.proto.exclusive():
+			r.givenBack(ctx, cs, false) // granted, given back untouched
+		default:
+			// A stream given back untouched: the connection carries others,
+			// or goes idle as a released one does.
 			cs.proto.ungrant(cs)
 			r.available(ctx, cs, r.clock())
 		}

@@ -182,7 +182,7 @@ func (r *Route) heard(cs *connState) {
 // reason it was due then.
 func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 	cs := r.conns[m.ConnID]
-	if !r.toFree(cs) {
+	if !r.toFree(cs, true) {
 		return
 	}
 	reason := r.retireReason(cs, true, m.At)
@@ -192,22 +192,30 @@ func (r *Route) onOfferDeclined(ctx actor.Context, m *OfferDeclined) {
 	r.closeConn(ctx, cs, reason)
 }
 
-// offerGivenBack takes back a connection a caller took from the outbox and gave
-// back unused (its request was given up before anything was written):
-// closed if it must retire, to the oldest waiter that can take it, or back
-// on the idle list as it was (idle since it was last used).
-func (r *Route) offerGivenBack(ctx actor.Context, cs *connState) {
-	if !r.toFree(cs) {
+// givenBack takes back an HTTP/1.1 connection a caller gave back unused
+// (its request was given up before anything was written), taken from the
+// outbox (offered: no lease is counted) or granted (toFree); it is closed
+// if it must retire, idle since it was last used; else it goes where a
+// connection that came free goes (available: the oldest waiter that can
+// take it, or closed for the fleet share or a route that wants room, or
+// the idle list), and back on the idle list as it was, idle since it was
+// last used (from now when it never was: dialed for this lease).
+func (r *Route) givenBack(ctx actor.Context, cs *connState, offered bool) {
+	var since time.Time
+	if cs != nil {
+		since = cs.idleSince
+	}
+	if !r.toFree(cs, offered) {
 		return
 	}
 	now := r.clock()
-	if reason := r.retireReason(cs, true, now); reason != "" {
+	if reason := r.retireReason(cs, !since.IsZero(), now); reason != "" { // idle caps for one that was idle
 		r.closeConn(ctx, cs, reason)
 		return
 	}
-	if r.waiters.Len() > 0 {
-		r.available(ctx, cs, now)
-		return
+	r.available(ctx, cs, now)
+	if cs.phase == phaseIdle && !since.IsZero() {
+		r.removeIdle(cs)
+		r.toIdle(cs, since)
 	}
-	r.toIdle(cs, cs.idleSince)
 }

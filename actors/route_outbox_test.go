@@ -253,6 +253,31 @@ func TestAnOfferGivenBackUnusedCountsNoLease(t *testing.T) {
 	}
 }
 
+// A lease granted from the idle list and given back untouched (its caller
+// gave up as it was delivered) is given back as an offer is: its
+// connection goes back idle since it was last used, so that MaxIdleTime
+// still counts from then (it reset to the give-back, and a connection idle
+// 50 s lived another minute).
+func TestALeaseGivenBackUntouchedKeepsItsIdleTime(t *testing.T) {
+	clock := &frozenClock{}
+	p := newPool(t, 1, 8, func(cfg *SupervisorConfig) { cfg.Route.MaxIdleTime, cfg.Route.Now = time.Minute, clock.now })
+	h := p.idleRoute("a", 1) // idle since frozenAt
+	clock.advance(50 * time.Second)
+	l := p.leased(p.ask(h))
+	if !l.Reused || l.IdleTime != 50*time.Second {
+		t.Fatalf("the lease %+v, want the idle connection, idle 50s", l)
+	}
+	p.giveBack(h, l)
+	if st := p.stats(h); st.Idle != 1 || st.Open != 1 {
+		t.Fatalf("after the give-back: %d idle of %d open, want the one idle", st.Idle, st.Open)
+	}
+	clock.advance(11 * time.Second) // 61 s after its last use
+	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: clock.now()})
+	if st := p.stats(h); st.Open != 0 || st.ClosedBy[string(route.ReasonIdleExpired)] != 1 {
+		t.Fatalf("61 s after its last use: open %d, closed by %v; want it closed as idle too long", st.Open, st.ClosedBy)
+	}
+}
+
 // An offer declined after the route learned it was taken counts as no lease
 // either: a caller took the offer (received it from the outbox) and was slow
 // to look at it; meanwhile W queued, which made the route count it taken;
