@@ -15,8 +15,14 @@ func (r *Route) onIdleBroken(ctx actor.Context, m *conn.IdleBroken) {
 	if cs != nil && cs.phase == phaseOffered {
 		r.takeBack() // idle again if it comes back, leased if a caller took it
 	}
+	if cs != nil && cs.phase == phaseLeased && cs.proto.exclusive() {
+		// Leased meanwhile: its exchange, if any, finds out and fails as
+		// stale; given back untouched, it must not go idle again.
+		cs.serverClosed = true
+		return
+	}
 	if cs == nil || cs.phase != phaseIdle {
-		return // leased meanwhile: the exchange finds out and fails as stale
+		return
 	}
 	now := r.clock()
 	r.learner.serverClosed(now.Sub(cs.idleSince), now)

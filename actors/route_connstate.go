@@ -52,6 +52,10 @@ type connState struct {
 	created  time.Time
 	lifetime time.Duration // MaxLifetime, jittered (0 = none)
 	served   int
+	// serverClosed says its idle watch reported the socket closed (or
+	// unusable) after a caller was leased it: it retires as it comes back
+	// (retireReason), given back untouched or released.
+	serverClosed bool
 	// idleUntil is the server's Keep-Alive cap, zero when none: set by
 	// each release.
 	idleUntil time.Time

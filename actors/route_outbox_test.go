@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"io"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/connactor/connactor/conn"
 	"github.com/connactor/connactor/internal/wait"
 	"github.com/connactor/connactor/route"
 )
@@ -275,6 +277,22 @@ func TestALeaseGivenBackUntouchedKeepsItsIdleTime(t *testing.T) {
 	p.sys.Root.Send(h.PID, &ExpiryTicked{Now: clock.now()})
 	if st := p.stats(h); st.Open != 0 || st.ClosedBy[string(route.ReasonIdleExpired)] != 1 {
 		t.Fatalf("61 s after its last use: open %d, closed by %v; want it closed as idle too long", st.Open, st.ClosedBy)
+	}
+}
+
+// A connection whose server closed it while a caller held it, reported by
+// its idle watch late, is closed when it comes back untouched: it never
+// goes idle, nor on offer, again (it did, and the next taker's exchange
+// failed as stale).
+func TestAConnectionReportedClosedWhileLeasedIsClosedWhenGivenBack(t *testing.T) {
+	p := newPool(t, 1, 8)
+	h := p.idleRoute("a", 1)
+	l := p.leased(p.ask(h))
+	p.sys.Root.Send(h.PID, &conn.IdleBroken{ID: l.ConnID, Err: io.EOF})
+	p.giveBack(h, l)
+	if st := p.stats(h); st.Open != 0 || st.ClosedBy[string(route.ReasonServerClosed)] != 1 || len(h.outbox) != 0 {
+		t.Fatalf("given back after its server closed it: open %d, closed by %v, %d offers; want it closed as server_closed",
+			st.Open, st.ClosedBy, len(h.outbox))
 	}
 }
 

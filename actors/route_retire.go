@@ -60,6 +60,9 @@ func (r *Route) retireReason(cs *connState, idle bool, now time.Time) route.Clos
 	if r.closed {
 		return route.ReasonClientClosed
 	}
+	if cs.serverClosed {
+		return route.ReasonServerClosed
+	}
 	rs := r.deadlines(cs, idle, now)
 	if due(rs[0], now) {
 		return rs[0].reason
