@@ -51,7 +51,7 @@ type Exchange struct {
 	// sample is the exchange's latency sample for its route's adaptive
 	// limit and hedge delay (Released): measured on the caller's goroutine,
 	// sent with the release.
-	sample Released
+	sample latencySample
 
 	// Hedging (pool_hedge.go). An attempt of a hedged request has its own
 	// context, whose cancel it calls when its exchange ends; hedged says it
@@ -79,7 +79,7 @@ func (x *Exchange) sawHead(resp *http.Response) {
 	x.failed = headFailed(resp)
 	if !x.order.CompareAndSwap(0, headFirst) {
 		x.released.ExchangeFailed = x.released.ExchangeFailed || x.failed // its body's failure, or its head's
-		x.sample.addTo(&x.released)
+		x.released.latencySample = x.sample
 		x.post(&x.released)
 	}
 }
@@ -275,7 +275,7 @@ func (x *Exchange) done(reusable bool, idle time.Duration, failed bool) {
 		ExchangeFailed: failed}
 	if !x.order.CompareAndSwap(0, endedFirst) {
 		x.released.ExchangeFailed = failed || x.failed
-		x.sample.addTo(&x.released)
+		x.released.latencySample = x.sample
 		x.post(&x.released)
 	}
 	x.p.admission.Release()
@@ -298,7 +298,7 @@ func (x *Exchange) done(reusable bool, idle time.Duration, failed bool) {
 // Written.
 func (x *Exchange) writing() {
 	if x.p.measure {
-		x.sample = Released{Written: x.p.now(), InFlight: x.got.InFlight}
+		x.sample = latencySample{Written: x.p.now(), InFlight: x.got.InFlight}
 	}
 }
 
@@ -313,20 +313,15 @@ func (x *Exchange) headed(req *http.Request, err error) {
 	case errors.Is(req.Context().Err(), context.DeadlineExceeded):
 		x.sample.Head, x.sample.TimedOut = x.p.now(), true
 	default:
-		x.sample = Released{}
+		x.sample = latencySample{}
 	}
-}
-
-// addTo copies the latency sample s into m, the Released that carries it.
-func (s *Released) addTo(m *Released) {
-	m.Written, m.Head, m.TimedOut, m.InFlight = s.Written, s.Head, s.TimedOut, s.InFlight
 }
 
 // release sends the lease's one Released: m, for the lease's connection,
 // with the exchange's latency sample.
 func (x *Exchange) release(m Released) {
 	m.ConnID, m.Hedge, m.Unsent = x.got.ConnID, x.hedged, x.unwritten
-	x.sample.addTo(&m)
+	m.latencySample = x.sample
 	x.released = m
 	x.post(&x.released)
 }

@@ -104,7 +104,7 @@ func TestARouteHedgesAtItsMeasuredLatencyOnlyOnceItHasMeasuredEnough(t *testing.
 	}
 	written := time.Unix(0, now.Load())
 	for range 4 * hedgeRepublish {
-		p.sys.Root.Send(h.PID, &Released{ConnID: 1 << 40, Written: written, Head: written.Add(2 * time.Millisecond)})
+		p.sys.Root.Send(h.PID, &Released{ConnID: 1 << 40, latencySample: latencySample{Written: written, Head: written.Add(2 * time.Millisecond)}})
 	}
 	p.stats(h)
 	if d := time.Duration(h.Pub.HedgeDelay.Load()); d < 2*time.Millisecond*15/16 || d > 2*time.Millisecond*17/16 {

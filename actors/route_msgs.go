@@ -146,12 +146,17 @@ type Released struct {
 	Hedge  bool
 	Unsent bool
 
-	// The exchange's latency sample, for the route's adaptive limit and its
-	// measured hedge delay, measured by the holder on the pool's clock (the
-	// route's too) when the route has either policy (zero otherwise):
-	// Written is when its write began, Head when its response head arrived
-	// or, with TimedOut, when its caller's deadline ended it before the
-	// head; InFlight is Lease.InFlight.
+	latencySample
+}
+
+// latencySample is an exchange's latency sample, for the route's adaptive
+// limit and its measured hedge delay, measured by the lease holder on the
+// pool's clock (the route's too) when the route has either policy (zero
+// otherwise): Written is when its write began, Head when its response head
+// arrived or, with TimedOut, when its caller's deadline ended it before
+// the head; InFlight is Lease.InFlight. The holder keeps it apart
+// (Exchange.sample) until its Released goes.
+type latencySample struct {
 	Written, Head time.Time
 	TimedOut      bool
 	InFlight      int

@@ -51,7 +51,7 @@ func (p *pool) warnedWaitingFor(t *testing.T, logs *logrec.Recorder, h *routeHan
 
 // sampled releases l with a latency sample: written at w, its head at w+took.
 func (p *pool) sampled(h *routeHandle, l Lease, w time.Time, took time.Duration) {
-	p.sys.Root.Send(h.PID, &Released{ConnID: l.ConnID, Reusable: true, Written: w, Head: w.Add(took), InFlight: l.InFlight})
+	p.sys.Root.Send(h.PID, &Released{ConnID: l.ConnID, Reusable: true, latencySample: latencySample{Written: w, Head: w.Add(took), InFlight: l.InFlight}})
 }
 
 // pending reports which of ts are still waiting, after the route handled
