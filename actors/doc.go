@@ -94,7 +94,8 @@
 // LongWaitNoticed, conn.WatchIdle, conn.IdleBroken, conn.StreamsChanged,
 // conn.DrainStarted, conn.H2Closed, the endpoints' EndpointsWatched,
 // EndpointsUnwatched, EndpointsResolved and ResolveSoon, and the fleet
-// budget's shares. The end of a response body is told by a callback
+// budget's shares (ShareChanged to the supervisor, FleetShareTold to a
+// route). The end of a response body is told by a callback
 // (conn.Ender, h2.Ender) on the reader's goroutine, which releases the lease
 // with Released at once: no actor waits for it.
 //

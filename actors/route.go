@@ -175,11 +175,11 @@ type Route struct {
 	closed     bool // the route stops: it refuses leases
 	roomWanted bool // the supervisor wants freed connections closed (RoomWanted)
 	shed       bool // ... even when own waiters wait: above the fleet share
-	// fleet is the route's fleet share as the supervisor publishes it (its
-	// one writer): the most connections the route may hold, once a share
-	// was told (Budget > 0). The route only looks, for its limit
+	// fleetShare is the route's fleet share as the supervisor told it
+	// (FleetShareTold): the most connections the route may hold, once a
+	// share was told (fleetBudget > 0). The route counts it in its limit
 	// (limitNow); the supervisor's permits enforce it.
-	fleet *fleetPublished
+	fleetShare, fleetBudget int
 	// hostCap is MaxConnsPerHost (0: none): the most connections the route
 	// could hold, if it held all of its host's. The supervisor enforces it.
 	hostCap int
@@ -220,7 +220,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 	return func() actor.Actor {
 		r := &Route{key: k, name: k.String(), cfg: cfg, sup: sup, pub: parts.pub, mb: parts.mb, out: outbox{ch: parts.outbox},
 			conns: map[uint64]*connState{}, byPID: map[string]*connState{}, h2: map[uint64]*http2Conn{},
-			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel, fleet: parts.fleet, hostCap: parts.hostCap}
+			closedBy: map[string]uint64{}, breaker: breaker{cfg: cfg.FailFast}, tel: parts.tel, hostCap: parts.hostCap}
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
 		r.hedge.policy = cfg.Hedge
@@ -265,6 +265,8 @@ func (r *Route) Receive(ctx actor.Context) {
 		r.onIdleBroken(ctx, m)
 	case *OfferDeclined:
 		r.onOfferDeclined(ctx, m)
+	case *FleetShareTold:
+		r.fleetShare, r.fleetBudget = m.Share, m.Budget
 	case *HedgeWon:
 		r.hedge.wins++
 	case *conn.Recycled:

@@ -149,6 +149,13 @@ type Released struct {
 	latencySample
 }
 
+// FleetShareTold is sent by the supervisor to a route when the keeper has
+// told its fleet share, or changed it (ShareChanged), and to a route that
+// starts with one told already: Share connections on this node, of a
+// fleet-wide Budget. No reply. The route counts the share in its limit in
+// force (limitHeldBy); the supervisor's permits enforce it.
+type FleetShareTold struct{ Share, Budget int }
+
 // latencySample is an exchange's latency sample, for the route's adaptive
 // limit and its measured hedge delay, measured by the lease holder on the
 // pool's clock (the route's too) when the route has either policy (zero

@@ -115,8 +115,8 @@ func (r *Route) limitHeldBy() (int, waitCause) {
 	if c := r.hostCap; c > 0 && c*r.perConn() < n {
 		n, by = c*r.perConn(), waitsForHost
 	}
-	if f := r.fleet; f != nil && f.Budget.Load() > 0 {
-		if s := int(f.Share.Load()) * r.perConn(); s < n {
+	if r.fleetBudget > 0 {
+		if s := r.fleetShare * r.perConn(); s < n {
 			n, by = s, waitsForShare
 		}
 	}

@@ -287,10 +287,10 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		return
 	}
 	parts := routeParts{pub: &routePublished{}, mb: mailbox.New(RouteInlineBudget),
-		outbox: make(chan offer, outboxDepth(m.Key, s.cfg.Route)),
-		tel:    s.cfg.Route.Tel.ActorRoute(m.Key.Scheme, m.Key.Host, m.Key.Port), fleet: &fleetPublished{},
+		outbox:  make(chan offer, outboxDepth(m.Key, s.cfg.Route)),
+		tel:     s.cfg.Route.Tel.ActorRoute(m.Key.Scheme, m.Key.Host, m.Key.Port),
 		hostCap: s.cfg.MaxConnsPerHost}
-	fp := parts.fleet
+	fp := &fleetPublished{}
 	newRoute := s.cfg.NewRoute
 	if newRoute == nil {
 		newRoute = NewRoute
@@ -303,7 +303,7 @@ func (s *Supervisor) onRouteRequest(ctx actor.Context, m *RouteRequest) {
 		mb: parts.mb, outbox: parts.outbox, tel: parts.tel}
 	e := &routeEntry{h: h, host: m.Key.Addr(), done: done}
 	s.addRoute(e)
-	s.fleetRouteStarted(e)
+	s.fleetRouteStarted(ctx, e)
 	s.watchEndpoints(ctx, e)
 	m.Ticket.Deliver(e.h) // a waiter that left finds the route cached here next time
 }

@@ -83,17 +83,24 @@ func (s *Supervisor) overShare(e *routeEntry) bool {
 
 // fleetRouteStarted gives a new route entry its name and the share the keeper
 // last told for it.
-func (s *Supervisor) fleetRouteStarted(e *routeEntry) {
+func (s *Supervisor) fleetRouteStarted(ctx actor.Context, e *routeEntry) {
 	if s.cfg.Fleet == nil {
 		return
 	}
 	e.name = e.h.Key.String()
 	s.fleet.byName[e.name] = e
 	if sc, ok := s.fleet.shares[e.name]; ok {
-		e.share = sc.Share
-		e.h.Fleet.Share.Store(int32(sc.Share))
-		e.h.Fleet.Budget.Store(int32(sc.Budget))
+		s.tellShare(ctx, e, sc.Share, sc.Budget)
 	}
+}
+
+// tellShare sets e's fleet share: the supervisor's record, what Stats and
+// the gauge read, and the route's own (FleetShareTold).
+func (s *Supervisor) tellShare(ctx actor.Context, e *routeEntry, share, budget int) {
+	e.share = share
+	e.h.Fleet.Share.Store(int32(share))
+	e.h.Fleet.Budget.Store(int32(budget))
+	ctx.Send(e.h.PID, &FleetShareTold{Share: share, Budget: budget})
 }
 
 // fleetRouteStopped tells the keeper that a route whose actor stopped holds
@@ -129,9 +136,7 @@ func (s *Supervisor) onShareChanged(ctx actor.Context, m *ShareChanged) {
 	if e == nil {
 		return
 	}
-	e.share = share
-	e.h.Fleet.Share.Store(int32(share))
-	e.h.Fleet.Budget.Store(int32(m.Budget))
+	s.tellShare(ctx, e, share, m.Budget)
 	s.enforceShare(ctx, e)
 }
 

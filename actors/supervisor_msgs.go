@@ -55,22 +55,22 @@ func (h *routeHandle) post(msg any) { h.mb.PostUserMessage(msg) }
 
 // routeParts are what the supervisor makes for a route actor before spawning
 // it, and hands to it: the counters it publishes, its mailbox, which
-// outlives it (the actor closes it when it stops), its outbox, and the
-// limits the supervisor enforces that it counts in its own (limitHeldBy):
-// its fleet share as the supervisor publishes it, and MaxConnsPerHost.
+// outlives it (the actor closes it when it stops), its outbox, and
+// MaxConnsPerHost, a limit the supervisor enforces that the route counts
+// in its own (limitHeldBy; its fleet share comes as FleetShareTold).
 type routeParts struct {
 	pub     *routePublished
 	mb      *mailbox.Mailbox
 	outbox  chan offer
 	tel     *telemetry.Route
-	fleet   *fleetPublished // the route's fleet share, which the supervisor writes
-	hostCap int             // MaxConnsPerHost (0: none)
+	hostCap int // MaxConnsPerHost (0: none)
 }
 
 // fleetPublished is a route's fleet budget as the supervisor enforces it
 // (SupervisorConfig.Fleet). The supervisor is the single writer of every
 // field, when the keeper's ShareChanged arrives; Stats and the
-// connactor.fleet.share gauge read them. Both stay 0 without a fleet budget.
+// connactor.fleet.share gauge read them (the route itself is told by
+// message: FleetShareTold). Both stay 0 without a fleet budget.
 type fleetPublished struct {
 	Share  atomic.Int32 // this node's share: the most connections the route may hold
 	Budget atomic.Int32 // the fleet-wide budget the share is part of (0 until the first share)
