@@ -126,8 +126,11 @@ type EndpointStats struct {
 	// The outlier rule (Config.Outlier) and HTTP/2's spread. EjectedBy says
 	// which rule started the back-off EjectedUntil shows: "dials" (its dials
 	// failed to connect) or "exchanges" (its last exchanges failed: 5xx
-	// heads or errors after the lease); "" while it is not ejected.
-	// Ejections counts its ejections for failed exchanges since the route
+	// heads or errors after the lease); "" while it is not ejected. An
+	// address ejected for its exchanges beyond MaxEjectedPercent serves
+	// again, least recently ejected first, while it still shows its
+	// back-off here: the cap decides who serves, the back-off when its
+	// count starts again. Ejections counts its ejections for failed exchanges since the route
 	// started. Streams is the HTTP/2 streams in flight to it.
 	EjectedBy string `json:"ejectedBy,omitempty"`
 	Ejections uint64 `json:"ejections"`
