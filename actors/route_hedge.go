@@ -82,8 +82,13 @@ func (r *Route) onHedgeLease(ctx actor.Context, m *LeaseRequest) {
 	}
 	now := r.clock()
 	delay, ok := h.policy.DelayAt(h.sketch, now)
-	cs, dial := r.hedgeRoom(ctx, m.Hedge.Conns)
-	v, at := hedge.Decide(*h.policy, delay, ok, m.Hedge.Attempts, now, cs != nil || dial, &h.budget)
+	var cs *connState
+	var dial bool
+	room := func() bool { // looked for only once the hedge is due (it may take the outbox back)
+		cs, dial = r.hedgeRoom(ctx, m.Hedge.Conns)
+		return cs != nil || dial
+	}
+	v, at := hedge.Decide(*h.policy, delay, ok, m.Hedge.Attempts, now, room, &h.budget)
 	switch {
 	case v == hedge.Done:
 		m.Ticket.Reject(hedgeNever)

@@ -52,8 +52,10 @@ type Attempts struct {
 
 // Decide says, at now, whether the request with attempts a (none answered
 // yet) sends a further attempt, for the route with delay (DelayAt's answer;
-// ok false makes it Done), room under its limits (room: a connection or
-// stream it could lease now without waiting), and budget b:
+// ok false makes it Done), room under its limits (room reports whether it
+// has a connection or stream it could lease now without waiting; asked
+// only once the attempt is due, as looking may cost the route work), and
+// budget b:
 //
 //   - Done when the request has made p.MaxAttempts attempts, or has none
 //     written yet, or the delay is unknown;
@@ -64,7 +66,7 @@ type Attempts struct {
 //     request may try again after another delay.
 //
 // p has its defaults (WithDefaults).
-func Decide(p Policy, delay time.Duration, ok bool, a Attempts, now time.Time, room bool, b *Budget) (Verdict, time.Time) {
+func Decide(p Policy, delay time.Duration, ok bool, a Attempts, now time.Time, room func() bool, b *Budget) (Verdict, time.Time) {
 	if !ok || a.Written == 0 || a.Written >= p.MaxAttempts {
 		return Done, time.Time{}
 	}
@@ -72,7 +74,7 @@ func Decide(p Policy, delay time.Duration, ok bool, a Attempts, now time.Time, r
 	if now.Before(due) {
 		return Wait, due
 	}
-	if !room || !b.Allow(now, p.Budget) {
+	if !room() || !b.Allow(now, p.Budget) {
 		return Wait, now.Add(delay)
 	}
 	return Send, now

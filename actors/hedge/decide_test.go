@@ -61,7 +61,7 @@ func TestDecideSendsADueAttemptOnlyWithRoomAndBudget(t *testing.T) {
 				b = &Budget{}
 			}
 			_, before := b.Counts(tc.now)
-			v, at := Decide(tc.policy.WithDefaults(), delay, !tc.noDelay, tc.attempts, tc.now, tc.room, b)
+			v, at := Decide(tc.policy.WithDefaults(), delay, !tc.noDelay, tc.attempts, tc.now, func() bool { return tc.room }, b)
 			if v != tc.verdict || !at.Equal(tc.at) {
 				t.Fatalf("Decide = %v at %v, want %v at %v", v, at.Sub(t0), tc.verdict, tc.at.Sub(t0))
 			}

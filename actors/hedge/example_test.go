@@ -30,17 +30,18 @@ func Example() {
 	// (within the sketch's 1/16).
 	budget.Request(now)
 	attempts := hedge.Attempts{Written: 1, LastWritten: now}
+	room := func() bool { return true } // the route has an idle connection
 	delay, ok := p.DelayAt(&sketch, now)
-	v, at := hedge.Decide(p, delay, ok, attempts, now, true, &budget)
+	v, at := hedge.Decide(p, delay, ok, attempts, now, room, &budget)
 	fmt.Printf("at 0: %v until %v\n", v, at.Sub(now).Round(10*time.Microsecond))
 
 	// No response head by then: the hedge goes.
-	v, _ = hedge.Decide(p, delay, ok, attempts, at, true, &budget)
+	v, _ = hedge.Decide(p, delay, ok, attempts, at, room, &budget)
 	fmt.Println("then:", v)
 
 	// With both attempts written, nothing more.
 	attempts = hedge.Attempts{Written: 2, LastWritten: at}
-	v, _ = hedge.Decide(p, delay, ok, attempts, at.Add(time.Second), true, &budget)
+	v, _ = hedge.Decide(p, delay, ok, attempts, at.Add(time.Second), room, &budget)
 	fmt.Println("after the second:", v)
 	// Output:
 	// at 0: wait until 1.02ms
