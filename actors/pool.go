@@ -141,7 +141,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		supMB: mailbox.New(SupervisorInlineBudget)}
 	p.life, p.cancelLife = context.WithCancel(context.Background())
 	p.home = wait.NewHome(p.wg.Go, p.life.Done()) // ends with the pool's life
-	p.measure = cfg.Adaptive != nil || cfg.Hedge != nil && cfg.Hedge.Delay == 0 && cfg.Hedge.MaxAttempts > 1
+	p.measure = cfg.Adaptive != nil || cfg.Hedge.Measured()
 	tlsCfg := cfg.TLSConfig
 	if tlsCfg == nil {
 		tlsCfg = &tls.Config{}

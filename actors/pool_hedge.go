@@ -56,7 +56,7 @@ func WithoutHedge(ctx context.Context) context.Context {
 // the route's measured one, or 0 when req is not hedged.
 func (l *Call) hedgeDelay(h *routeHandle, req *http.Request) time.Duration {
 	pol := l.p.cfg.Hedge
-	if pol == nil || pol.MaxAttempts < 2 || !hedge.Eligible(req) || l.ctx.Value(noHedge{}) != nil {
+	if !pol.On() || !hedge.Eligible(req) || l.ctx.Value(noHedge{}) != nil {
 		return 0
 	}
 	if pol.Delay > 0 {

@@ -224,7 +224,7 @@ func NewRoute(k route.Key, cfg *RouteConfig, sup *actor.PID, parts routeParts) a
 		r.h2Possible, r.strict = h2Possible(k, cfg)
 		r.eps = newRouteEndpoints(k, cfg)
 		r.hedge.policy = cfg.Hedge
-		if p := cfg.Hedge; p != nil && p.Delay == 0 && p.MaxAttempts >= 2 {
+		if cfg.Hedge.Measured() {
 			r.hedge.sketch = new(hedge.Sketch) // 1.6 KB a route only where the delay is measured
 		}
 		r.ov = newOverload(cfg, r.h2Possible)

@@ -49,7 +49,7 @@ const (
 // measured one last published (0 until measured); 0 without hedging.
 func (h *routeHedge) delay(pub *routePublished) time.Duration {
 	switch {
-	case h.policy == nil || h.policy.MaxAttempts < 2:
+	case !h.policy.On():
 		return 0
 	case h.policy.Delay > 0:
 		return h.policy.Delay

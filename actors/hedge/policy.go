@@ -71,6 +71,14 @@ func (p Policy) Validate() error {
 	return nil
 }
 
+// On reports whether p (nil: none) hedges at all: it allows a further
+// attempt.
+func (p *Policy) On() bool { return p != nil && p.MaxAttempts >= 2 }
+
+// Measured reports whether p hedges after the route's measured latency (no
+// fixed Delay): the route then keeps a sketch of it.
+func (p *Policy) Measured() bool { return p.On() && p.Delay == 0 }
+
 // Eligible reports whether r may be hedged at all: it is idempotent (GET,
 // HEAD, OPTIONS or TRACE, or it carries an Idempotency-Key or
 // X-Idempotency-Key header), and its body can be sent more than once (none,
