@@ -98,9 +98,17 @@ func (t *Ticket[T]) Ready() <-chan struct{} {
 // would belong to its bubble, and closing it from outside kills the process.
 // It blocks only for the hand-over of that channel (Home.Chan).
 func (t *Ticket[T]) ReadyAt(h *Home) <-chan struct{} {
-	if t.Done() {
+	t.mu.Lock()
+	switch {
+	case t.state != waiting:
+		t.mu.Unlock()
 		return closedCh
+	case t.ready != nil: // asked before: no hand-over again
+		c := t.ready
+		t.mu.Unlock()
+		return c
 	}
+	t.mu.Unlock()
 	c := h.Chan()
 	t.mu.Lock()
 	defer t.mu.Unlock()
